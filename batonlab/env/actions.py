@@ -1,0 +1,121 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Action terms: policy output → actuator controls, joints addressed by name.
+
+PD control runs inside MuJoCo's position actuators at the physics rate (their kp/kv are the gains
+exported to the manifest); a position action only writes targets.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from batonlab.env.cfg import ActionTermCfg
+
+
+class JointAction:
+    """Shared parts of joint-space actions: joint lookup, scale, offset and clipping."""
+
+    action_type = "joint"
+    """Name written to the manifest."""
+
+    def __init__(self, env, cfg: ActionTermCfg):
+        self.cfg = cfg
+        scene = env.scene
+        self.joint_names = list(cfg.joints)
+        self.actuator_ids = scene.actuator_for_joints(self.joint_names)
+        self.qpos_adr = scene.qpos_adr(self.joint_names)
+        self.dof_adr = scene.dof_adr(self.joint_names)
+        self.scale = _per_joint(cfg.scale, self.joint_names)
+        self.offset = torch.zeros(len(self.joint_names))
+        self.raw_actions = torch.zeros(env.num_envs, self.action_dim, device=env.device)
+        self.processed_actions = torch.zeros_like(self.raw_actions)
+        ctrlrange = torch.as_tensor(scene.model.actuator_ctrlrange[self.actuator_ids.numpy()], dtype=torch.float32)
+        limited = torch.as_tensor(scene.model.actuator_ctrllimited[self.actuator_ids.numpy()], dtype=torch.bool)
+        self.ctrl_low = torch.where(limited, ctrlrange[:, 0], -torch.inf).to(env.device)
+        self.ctrl_high = torch.where(limited, ctrlrange[:, 1], torch.inf).to(env.device)
+        self.scale = self.scale.to(env.device)
+        self.offset = self.offset.to(env.device)
+        self.actuator_ids = self.actuator_ids.to(env.device)
+
+    @property
+    def action_dim(self) -> int:
+        return len(self.joint_names)
+
+    def process(self, actions: torch.Tensor) -> None:
+        """Store the raw actions and compute the targets (num_envs, action_dim)."""
+        self.raw_actions[:] = actions
+        if self.cfg.clip is not None:
+            actions = actions.clamp(*self.cfg.clip)
+        self.processed_actions[:] = actions * self.scale + self.offset
+
+    def apply(self, ctrl: torch.Tensor) -> None:
+        """Write the targets into the backend's `ctrl`, within the actuators' ctrlrange."""
+        ctrl[:, self.actuator_ids] = torch.maximum(torch.minimum(self.processed_actions, self.ctrl_high), self.ctrl_low)
+
+    def reset(self, env_ids: torch.Tensor) -> None:
+        self.raw_actions[env_ids] = 0.0
+
+
+class JointPositionAction(JointAction):
+    """Position targets for PD servos: `target = default_pos + scale * action` [rad or m]."""
+
+    action_type = "joint_position"
+
+    def __init__(self, env, cfg: ActionTermCfg):
+        super().__init__(env, cfg)
+        if cfg.use_default_offset:
+            self.offset = env.scene.default_qpos[self.qpos_adr].clone().to(env.device)
+
+
+class JointVelocityAction(JointAction):
+    """Velocity targets for velocity servos (wheels): `target = scale * action` [rad/s]."""
+
+    action_type = "joint_velocity"
+
+
+class JointEffortAction(JointAction):
+    """Torques for motor actuators: `torque = scale * action` [N·m]."""
+
+    action_type = "joint_effort"
+
+
+class ActionManager:
+    """Splits the policy output across action terms, in the order of the config dict."""
+
+    def __init__(self, env, cfgs: dict[str, ActionTermCfg]):
+        if not cfgs:
+            raise ValueError("a task needs at least one action term")
+        self.terms = {name: cfg.cls(env, cfg) for name, cfg in cfgs.items()}
+        self.action_dim = sum(t.action_dim for t in self.terms.values())
+        self.action = torch.zeros(env.num_envs, self.action_dim, device=env.device)
+        self.prev_action = torch.zeros_like(self.action)
+
+    def process(self, actions: torch.Tensor) -> None:
+        if actions.shape[-1] != self.action_dim:
+            raise ValueError(f"expected actions of size {self.action_dim}, got shape {tuple(actions.shape)}")
+        self.prev_action[:] = self.action
+        self.action[:] = actions
+        start = 0
+        for term in self.terms.values():
+            term.process(actions[:, start : start + term.action_dim])
+            start += term.action_dim
+
+    def apply(self, ctrl: torch.Tensor) -> None:
+        for term in self.terms.values():
+            term.apply(ctrl)
+
+    def reset(self, env_ids: torch.Tensor) -> dict[str, float]:
+        self.action[env_ids] = 0.0
+        self.prev_action[env_ids] = 0.0
+        for term in self.terms.values():
+            term.reset(env_ids)
+        return {}
+
+
+def _per_joint(value: float | dict[str, float], joints: list[str]) -> torch.Tensor:
+    if isinstance(value, dict):
+        missing = [j for j in joints if j not in value]
+        if missing:
+            raise KeyError(f"action scale has no value for joints {missing}")
+        return torch.tensor([float(value[j]) for j in joints])
+    return torch.full((len(joints),), float(value))

@@ -1,0 +1,193 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Task configuration: plain dataclasses holding dicts of named terms.
+
+A task is data you can print. Factories (`tasks/*.py: make_<task>_cfg`) build a `TaskCfg`;
+variants edit the returned instance. `__post_init__` is for validation only, never for
+overriding values, so command-line overrides always win.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal
+
+import mujoco
+
+# Terms.
+
+
+@dataclass
+class TermCfg:
+    """A term: a function `(env, **params) -> Tensor` or a class built as `cls(env, **params)`."""
+
+    func: Callable[..., Any]
+    """Function (or class with `__call__` and optional `reset(env_ids)`) that computes the term."""
+    params: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments passed on every call; checked against the signature when the env is built."""
+
+
+@dataclass
+class ObsTermCfg(TermCfg):
+    """One observation term: its function's output is noised, clipped, scaled, then stacked in history."""
+
+    noise_std: float = 0.0
+    """Std of additive Gaussian noise, applied only when the group enables corruption [term units]."""
+    clip: tuple[float, float] | None = None
+    """Clip range applied after noise, before scaling [term units]."""
+    scale: float = 1.0
+    """Multiplier applied last; the policy sees `scale * clip(term + noise)`."""
+    history_length: int = 0
+    """Number of past frames stacked (0 means only the current frame)."""
+
+
+@dataclass
+class ObsGroupCfg:
+    """A named group of observation terms, concatenated in insertion order."""
+
+    terms: dict[str, ObsTermCfg]
+    """Terms by name; the order of the dict is the order of the observation vector."""
+    enable_corruption: bool = False
+    """Add each term's noise (training); play and export parity turn this off."""
+
+
+@dataclass
+class RewardTermCfg(TermCfg):
+    """A weighted reward term; the env adds `weight * value * step_dt` each step."""
+
+    weight: float = 1.0
+    """Positive weights reward, negative weights penalise."""
+
+
+@dataclass
+class CostTermCfg(TermCfg):
+    """A constraint term for constrained RL: the env reports its value against `limit`."""
+
+    limit: float = 0.0
+    """Allowed expected discounted cost d_k."""
+
+
+@dataclass
+class TerminationTermCfg(TermCfg):
+    """A termination condition returning a bool tensor (num_envs,)."""
+
+    time_out: bool = False
+    """True for truncations (the critic bootstraps), False for failures."""
+
+
+@dataclass
+class EventTermCfg(TermCfg):
+    """Randomisation or perturbation `(env, env_ids, **params) -> None`."""
+
+    mode: Literal["startup", "reset", "interval"] = "reset"
+    """When it fires: once after build, on each reset, or on a per-env timer."""
+    interval_range_s: tuple[float, float] = (0.0, 0.0)
+    """For `interval` events: each env waits a uniform time in this range between firings [s]."""
+
+
+@dataclass
+class CurriculumTermCfg(TermCfg):
+    """A curriculum `(env, env_ids, **params) -> float | dict` called with the envs that just reset.
+
+    A class-based term keeps its own state and exposes `state_dict()` / `load_state_dict()`, so a
+    resumed run continues where it stopped.
+    """
+
+
+@dataclass
+class ActionTermCfg:
+    """An action term: turns its slice of the policy output into actuator controls."""
+
+    cls: type
+    """Class implementing the action (`batonlab.env.actions`)."""
+    joints: tuple[str, ...]
+    """Joint names in policy order; each must be driven by exactly one actuator."""
+    scale: float | dict[str, float] = 1.0
+    """Action scale, one value or per joint [rad, rad/s or N·m per unit action]."""
+    use_default_offset: bool = True
+    """Add the default joint pose (position actions) so that zero action holds the default pose."""
+    clip: tuple[float, float] | None = None
+    """Clip the raw policy output before scaling."""
+
+
+@dataclass
+class CommandTermCfg:
+    """A command generator: resamples a per-env target on a timer."""
+
+    cls: type
+    """Class implementing the command (`batonlab.env.commands`)."""
+    resampling_time_range_s: tuple[float, float] = (4.0, 4.0)
+    """Each env draws the time to its next resample uniformly in this range [s]."""
+    params: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments of the class (ranges, frames)."""
+
+
+# Scene and simulation.
+
+
+@dataclass
+class SceneCfg:
+    """The MuJoCo scene: a function composing it with MjSpec, and the robot's default state."""
+
+    build: Callable[[], mujoco.MjSpec]
+    """Returns a fresh MjSpec of the whole scene (robot, objects, terrain, cameras)."""
+    default_joint_pos: dict[str, float] = field(default_factory=dict)
+    """Default joint positions by name [rad or m]; unnamed joints use the model's qpos0."""
+    camera: str = "overview"
+    """Camera used by `play` videos."""
+
+
+@dataclass
+class SimCfg:
+    """Physics backend and timing."""
+
+    backend: str = "mujoco"
+    """`mujoco` (CPU, default) or `mujoco_warp` (GPU, also CPU for parity tests)."""
+    device: str = "cpu"
+    """Device of the backend tensors; `cuda:0` with mujoco_warp."""
+    physics_dt: float = 0.005
+    """Physics step [s]."""
+    decimation: int = 4
+    """Physics steps per policy step; the control period is `physics_dt * decimation` [s]."""
+    num_threads: int = 0
+    """CPU backend threads (0: one per core)."""
+    max_joint_velocity: float = 1e3
+    """Worlds exceeding this |qvel| are treated as diverged and reset [rad/s or m/s]."""
+
+
+@dataclass
+class TaskCfg:
+    """Everything that defines a task; the env is built from this alone."""
+
+    scene: SceneCfg
+    actions: dict[str, ActionTermCfg]
+    observations: dict[str, ObsGroupCfg]
+    rewards: dict[str, RewardTermCfg]
+    terminations: dict[str, TerminationTermCfg] = field(default_factory=dict)
+    commands: dict[str, CommandTermCfg] = field(default_factory=dict)
+    events: dict[str, EventTermCfg] = field(default_factory=dict)
+    costs: dict[str, CostTermCfg] = field(default_factory=dict)
+    curriculum: dict[str, CurriculumTermCfg] = field(default_factory=dict)
+    success: TermCfg | None = None
+    """Bool term evaluated on the last step of each episode; its mean is the success rate."""
+    sim: SimCfg = field(default_factory=SimCfg)
+    num_envs: int = 1024
+    """Number of parallel environments."""
+    episode_length_s: float = 5.0
+    """Episode duration before a time-out [s]."""
+    seed: int = 0
+    """Seed of the env's torch generator (commands, events, noise)."""
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Check values that overrides can break; the env calls this again when it is built."""
+        if self.num_envs < 1:
+            raise ValueError(f"num_envs must be >= 1, got {self.num_envs}")
+        if self.sim.decimation < 1:
+            raise ValueError(f"sim.decimation must be >= 1, got {self.sim.decimation}")
+        for name, group in self.observations.items():
+            if not group.terms:
+                raise ValueError(f"observation group '{name}' has no terms")
+        if self.episode_length_s <= 0:
+            raise ValueError(f"episode_length_s must be > 0, got {self.episode_length_s}")

@@ -1,0 +1,107 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Command terms: per-env targets (poses, velocities) resampled on a timer."""
+
+from __future__ import annotations
+
+import abc
+
+import torch
+
+from batonlab.env.cfg import CommandTermCfg
+
+
+class CommandTerm(abc.ABC):
+    """Base class: owns `command` (num_envs, dim) and the per-env resampling timer."""
+
+    dim: int = 0
+
+    def __init__(self, env, cfg: CommandTermCfg):
+        self.env = env
+        self.cfg = cfg
+        self.command = torch.zeros(env.num_envs, self.dim, device=env.device)
+        self.time_left = torch.zeros(env.num_envs, device=env.device)
+
+    def update(self, dt: float) -> None:
+        """Advance timers and resample the envs whose timer ran out."""
+        self.time_left -= dt
+        expired = (self.time_left <= 0.0).nonzero().flatten()
+        if expired.numel():
+            self._resample(expired)
+
+    def reset(self, env_ids: torch.Tensor) -> dict[str, float]:
+        self._resample(env_ids)
+        return {}
+
+    def _resample(self, env_ids: torch.Tensor) -> None:
+        low, high = self.cfg.resampling_time_range_s
+        self.time_left[env_ids] = self.env.uniform(len(env_ids), low, high)
+        self.command[env_ids] = self.sample(len(env_ids))
+
+    @abc.abstractmethod
+    def sample(self, n: int) -> torch.Tensor:
+        """New commands for n envs, shape (n, dim)."""
+
+
+class UniformPositionCommand(CommandTerm):
+    """A target position in the robot's base frame, uniform in a box [m].
+
+    Params:
+        x_range, y_range, z_range: bounds of the box in the base frame [m].
+        marker_mocap: optional name of a mocap body moved to the target (videos only).
+        base_offset_w: position of the base frame in the world, to place the marker [m].
+    """
+
+    dim = 3
+
+    def __init__(
+        self,
+        env,
+        cfg: CommandTermCfg,
+        x_range: tuple[float, float],
+        y_range: tuple[float, float],
+        z_range: tuple[float, float],
+        marker_mocap: str | None = None,
+        base_offset_w: tuple[float, float, float] = (0.0, 0.0, 0.0),
+    ):
+        super().__init__(env, cfg)
+        self.low = torch.tensor([x_range[0], y_range[0], z_range[0]], device=env.device)
+        self.high = torch.tensor([x_range[1], y_range[1], z_range[1]], device=env.device)
+        self.base_offset_w = torch.tensor(base_offset_w, device=env.device)
+        self.mocap_id = None
+        if marker_mocap is not None:
+            body = env.scene.body_id(marker_mocap)
+            self.mocap_id = int(env.scene.model.body_mocapid[body])
+            if self.mocap_id < 0:
+                raise ValueError(f"body '{marker_mocap}' is not a mocap body")
+
+    def sample(self, n: int) -> torch.Tensor:
+        return self.low + (self.high - self.low) * self.env.uniform((n, 3), 0.0, 1.0)
+
+    def _resample(self, env_ids: torch.Tensor) -> None:
+        super()._resample(env_ids)
+        if self.mocap_id is not None:
+            self.env.sim.mocap_pos[env_ids, self.mocap_id] = (self.command[env_ids] + self.base_offset_w).to(
+                self.env.sim.mocap_pos.device
+            )
+
+
+class CommandManager:
+    """Holds the command terms; `command(name)` is what observation and reward terms read."""
+
+    def __init__(self, env, cfgs: dict[str, CommandTermCfg]):
+        self.terms = {name: cfg.cls(env, cfg, **cfg.params) for name, cfg in cfgs.items()}
+
+    def command(self, name: str) -> torch.Tensor:
+        try:
+            return self.terms[name].command
+        except KeyError:
+            raise KeyError(f"unknown command '{name}'; the task has {list(self.terms)}") from None
+
+    def update(self, dt: float) -> None:
+        for term in self.terms.values():
+            term.update(dt)
+
+    def reset(self, env_ids: torch.Tensor) -> dict[str, float]:
+        for term in self.terms.values():
+            term.reset(env_ids)
+        return {}

@@ -1,0 +1,40 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Curriculum manager: terms updated with the envs that just reset, with saveable state."""
+
+from __future__ import annotations
+
+import torch
+
+from batonlab.env.cfg import CurriculumTermCfg
+from batonlab.env.terms import build_term
+
+
+class CurriculumManager:
+    """Calls curriculum terms on resets and collects their logged values and state.
+
+    With no terms it is a null object: `update` returns an empty log and the state is empty.
+    """
+
+    def __init__(self, env, cfgs: dict[str, CurriculumTermCfg]):
+        self.env = env
+        self.terms = {name: build_term(c.func, c.params, env, f"curriculum['{name}']", leading=2) for name, c in cfgs.items()}
+
+    def update(self, env_ids: torch.Tensor) -> dict[str, float]:
+        log = {}
+        for name, term in self.terms.items():
+            value = term(self.env, env_ids)
+            if isinstance(value, dict):
+                log.update({f"Curriculum/{name}/{k}": float(v) for k, v in value.items()})
+            elif value is not None:
+                log[f"Curriculum/{name}"] = float(value)
+        return log
+
+    def state_dict(self) -> dict:
+        return {name: t.state_dict() for name, t in self.terms.items() if hasattr(t, "state_dict")}
+
+    def load_state_dict(self, state: dict) -> None:
+        unknown = sorted(set(state) - set(self.terms))
+        if unknown:
+            raise KeyError(f"checkpoint has curriculum state for {unknown}, the task has {list(self.terms)}")
+        for name, term_state in state.items():
+            self.terms[name].load_state_dict(term_state)

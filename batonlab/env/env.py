@@ -1,0 +1,166 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""BatonEnv: a batched, manager-based environment over one physics backend."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from tensordict import TensorDict
+
+from batonlab.env.actions import ActionManager
+from batonlab.env.cfg import TaskCfg
+from batonlab.env.commands import CommandManager
+from batonlab.env.curriculum import CurriculumManager
+from batonlab.env.events import EventManager
+from batonlab.env.observations import ObservationManager
+from batonlab.env.rewards import CostManager, RewardManager
+from batonlab.env.scene import Scene
+from batonlab.env.terminations import TerminationManager
+from batonlab.env.terms import build_term
+from batonlab.sim import make_backend
+
+
+class BatonEnv:
+    """N copies of one task, stepped together; every buffer is (num_envs, …) on `device`.
+
+    `step` returns terminated and truncated separately; `batonlab.rl.vecenv.RslRlVecEnv` merges them
+    into rsl-rl's `dones` + `extras["time_outs"]`.
+    """
+
+    def __init__(self, cfg: TaskCfg):
+        cfg.validate()
+        self.cfg = cfg
+        self.num_envs = cfg.num_envs
+        self.scene = Scene(cfg.scene, cfg.sim)
+        self.sim = make_backend(
+            cfg.sim.backend,
+            self.scene.model,
+            cfg.num_envs,
+            device=cfg.sim.device,
+            num_threads=cfg.sim.num_threads,
+            max_joint_velocity=cfg.sim.max_joint_velocity,
+        )
+        self.device = self.sim.device
+        self.step_dt = cfg.sim.physics_dt * cfg.sim.decimation
+        self.max_episode_length_s = cfg.episode_length_s
+        self.max_episode_length = math.ceil(cfg.episode_length_s / self.step_dt)
+        self.generator = torch.Generator(device=self.device).manual_seed(cfg.seed)
+        self.all_env_ids = torch.arange(self.num_envs, device=self.device)
+        self.episode_length_buf = torch.zeros(self.num_envs, dtype=torch.long, device=self.device)
+        self.common_step_counter = 0
+        # Reset targets; reset events edit these before they are written to the backend.
+        self.default_qpos = self.scene.default_qpos.to(self.device)
+        self.reset_qpos = self.default_qpos.repeat(self.num_envs, 1)
+        self.reset_qvel = torch.zeros(self.num_envs, self.scene.model.nv, device=self.device)
+        self.extras: dict = {"log": {}}
+
+        # Managers; observations come last because their terms read the others' buffers.
+        self.action_manager = ActionManager(self, cfg.actions)
+        self.command_manager = CommandManager(self, cfg.commands)
+        self.event_manager = EventManager(self, cfg.events)
+        self.reward_manager = RewardManager(self, cfg.rewards)
+        self.cost_manager = CostManager(self, cfg.costs)
+        self.termination_manager = TerminationManager(self, cfg.terminations)
+        self.curriculum_manager = CurriculumManager(self, cfg.curriculum)
+        self.success_term = build_term(cfg.success.func, cfg.success.params, self, "success") if cfg.success else None
+        self.event_manager.apply("startup", self.all_env_ids)
+        self._reset_state(self.all_env_ids)
+        self.observation_manager = ObservationManager(self, cfg.observations)
+        self.obs = self.observation_manager.compute()
+
+    # Properties.
+
+    @property
+    def num_actions(self) -> int:
+        return self.action_manager.action_dim
+
+    # Random numbers from the env's own generator (seeded runs are reproducible).
+
+    def uniform(self, shape, low: float | torch.Tensor, high: float | torch.Tensor) -> torch.Tensor:
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        return low + (high - low) * torch.rand(shape, generator=self.generator, device=self.device)
+
+    def normal(self, shape) -> torch.Tensor:
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        return torch.randn(shape, generator=self.generator, device=self.device)
+
+    # Stepping.
+
+    def step(self, action: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, torch.Tensor, dict]:
+        """Advance one control period.
+
+        Returns:
+            obs: observation groups, each (num_envs, dim).
+            reward: (num_envs,) weighted sum of reward terms times step_dt.
+            terminated: (num_envs,) bool, episode ended by a failure.
+            truncated: (num_envs,) bool, episode ended by the time limit.
+            extras: "log" (episode statistics of envs that reset), "costs" (num_envs, num_costs),
+                "success" (num_envs,) bool, valid where the episode ended this step.
+        """
+        # 1. Actions become actuator targets; PD runs at the physics rate inside MuJoCo.
+        self.action_manager.process(action.to(self.device))
+        self.action_manager.apply(self.sim.ctrl)
+        # 2. The decimated physics loop, one backend call.
+        self.sim.step(self.cfg.sim.decimation)
+        # 3. Counters.
+        self.episode_length_buf += 1
+        self.common_step_counter += 1
+        # 4. Terminations, rewards and costs on the post-step state.
+        terminated, truncated = (t.clone() for t in self.termination_manager.compute())
+        reward = self.reward_manager.compute(self.step_dt).clone()
+        self.extras = {"log": {}, "costs": self.cost_manager.compute().clone()}
+        # 5. Reset the envs that finished (success is judged on their last state first).
+        done_ids = (terminated | truncated).nonzero().flatten()
+        self.extras["success"] = self._success()
+        if done_ids.numel():
+            self._reset_idx(done_ids)
+        # 6. Commands, interval events, then observations of the new state.
+        self.command_manager.update(self.step_dt)
+        self.event_manager.update(self.step_dt)
+        self.obs = self.observation_manager.compute()
+        return self.obs, reward, terminated, truncated, self.extras
+
+    def reset(self) -> tuple[TensorDict, dict]:
+        """Reset every env; returns the new observations and extras."""
+        self.extras = {"log": {}}
+        self._reset_idx(self.all_env_ids)
+        self.obs = self.observation_manager.compute()
+        return self.obs, self.extras
+
+    def get_observations(self) -> TensorDict:
+        return self.obs
+
+    def render(self, env_ids=(0,), size: tuple[int, int] = (240, 320)):
+        """RGB frames (len(env_ids), H, W, 3) uint8 from the scene's camera."""
+        return self.sim.render(list(env_ids), self.cfg.scene.camera, size)
+
+    def close(self) -> None:
+        self.sim.close()
+
+    # Private methods.
+
+    def _success(self) -> torch.Tensor:
+        if self.success_term is None:
+            return torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+        return self.success_term(self).bool()
+
+    def _reset_idx(self, env_ids: torch.Tensor) -> None:
+        log = self.extras["log"]
+        if self.success_term is not None and "success" in self.extras:
+            log["Episode/success_rate"] = self.extras["success"][env_ids].float().mean().item()
+        log.update(self.curriculum_manager.update(env_ids))
+        self._reset_state(env_ids)
+        for manager in (self.reward_manager, self.cost_manager, self.termination_manager, self.observation_manager):
+            log.update(manager.reset(env_ids))
+        self.episode_length_buf[env_ids] = 0
+        log["Metrics/physics_diverged_total"] = float(self.sim.num_diverged_total)
+
+    def _reset_state(self, env_ids: torch.Tensor) -> None:
+        """Default state, reset events (which may edit `reset_qpos`/`reset_qvel`), then the backend."""
+        self.reset_qpos[env_ids] = self.default_qpos
+        self.reset_qvel[env_ids] = 0.0
+        self.event_manager.apply("reset", env_ids)
+        self.sim.reset(env_ids, self.reset_qpos[env_ids], self.reset_qvel[env_ids])
+        self.action_manager.reset(env_ids)
+        self.command_manager.reset(env_ids)

@@ -1,0 +1,49 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Event manager: randomisation at startup, on reset, and on per-env interval timers."""
+
+from __future__ import annotations
+
+import torch
+
+from batonlab.env.cfg import EventTermCfg
+from batonlab.env.terms import build_term
+
+_MODES = ("startup", "reset", "interval")
+
+
+class EventManager:
+    """Calls `(env, env_ids, **params)` event terms by mode."""
+
+    def __init__(self, env, cfgs: dict[str, EventTermCfg]):
+        self.env = env
+        for name, c in cfgs.items():
+            if c.mode not in _MODES:
+                raise ValueError(f"events['{name}'].mode must be one of {_MODES}, got '{c.mode}'")
+        self.cfgs = cfgs
+        self.terms = {name: build_term(c.func, c.params, env, f"events['{name}']", leading=2) for name, c in cfgs.items()}
+        self.time_left = {
+            name: torch.zeros(env.num_envs, device=env.device) for name, c in cfgs.items() if c.mode == "interval"
+        }
+        for name in self.time_left:
+            self._rearm(name, env.all_env_ids)
+
+    def apply(self, mode: str, env_ids: torch.Tensor) -> None:
+        for name, term in self.terms.items():
+            if self.cfgs[name].mode == mode and len(env_ids):
+                term(self.env, env_ids)
+
+    def update(self, dt: float) -> None:
+        """Fire interval events whose per-env timer ran out."""
+        for name, time_left in self.time_left.items():
+            time_left -= dt
+            due = (time_left <= 0.0).nonzero().flatten()
+            if due.numel():
+                self.terms[name](self.env, due)
+                self._rearm(name, due)
+
+    def _rearm(self, name: str, env_ids: torch.Tensor) -> None:
+        low, high = self.cfgs[name].interval_range_s
+        self.time_left[name][env_ids] = self.env.uniform(len(env_ids), low, high)
+
+    def reset(self, env_ids: torch.Tensor) -> dict[str, float]:
+        return {}

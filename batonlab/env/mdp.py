@@ -1,0 +1,83 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Generic observation, event and termination terms, written against the backend tensors only.
+
+Reward terms live in `batonlab.rewards`, curricula in `batonlab.curricula`.
+"""
+
+from __future__ import annotations
+
+import torch
+
+# Observations.
+
+
+def joint_pos_rel(env, joints: tuple[str, ...]) -> torch.Tensor:
+    """Joint positions minus the default pose, in the given order [rad or m], (num_envs, len(joints))."""
+    adr = env.scene.qpos_adr(joints)
+    return env.sim.qpos[:, adr] - env.default_qpos[adr]
+
+
+def joint_vel(env, joints: tuple[str, ...]) -> torch.Tensor:
+    """Joint velocities in the given order [rad/s or m/s], (num_envs, len(joints))."""
+    return env.sim.qvel[:, env.scene.dof_adr(joints)]
+
+
+def last_action(env) -> torch.Tensor:
+    """The policy output of the previous step (raw, before scaling), (num_envs, num_actions)."""
+    return env.action_manager.action
+
+
+def generated_command(env, command: str) -> torch.Tensor:
+    """The current value of a command term, (num_envs, dim)."""
+    return env.command_manager.command(command)
+
+
+def sensor(env, name: str) -> torch.Tensor:
+    """A named MuJoCo sensor, (num_envs, dim)."""
+    return env.sim.sensor(name)
+
+
+# Events.
+
+
+def reset_joints_uniform(env, env_ids: torch.Tensor, joints: tuple[str, ...], position_range: tuple[float, float]) -> None:
+    """Offset the reset pose of `joints` by U(position_range), clipped to the joint limits [rad or m]."""
+    adr = env.scene.qpos_adr(joints)
+    ids = env.scene.joint_ids(joints)
+    limits = torch.as_tensor(env.scene.model.jnt_range[ids], dtype=torch.float32, device=env.device)
+    offsets = env.uniform((len(env_ids), len(joints)), *position_range)
+    rows = env.reset_qpos[env_ids]
+    rows[:, adr] = (rows[:, adr] + offsets).clamp(limits[:, 0], limits[:, 1])
+    env.reset_qpos[env_ids] = rows
+
+
+def randomize_joint_parameters(
+    env,
+    env_ids: torch.Tensor,
+    joints: tuple[str, ...],
+    damping_range: tuple[float, float] | None = None,
+    friction_range: tuple[float, float] | None = None,
+    armature_range: tuple[float, float] | None = None,
+) -> None:
+    """Scale joint damping, dry friction and armature of each world by U(range) of the nominal value."""
+    adr = env.scene.dof_adr(joints)
+    nominal = env.scene.model
+    fields = {}
+    for field, value_range in (("dof_damping", damping_range), ("dof_frictionloss", friction_range), ("dof_armature", armature_range)):
+        if value_range is None:
+            continue
+        values = torch.as_tensor(getattr(nominal, field), dtype=torch.float32).repeat(len(env_ids), 1)
+        values[:, adr] *= env.uniform((len(env_ids), len(joints)), *value_range).cpu()
+        fields[field] = values
+    if fields:
+        env.sim.set_params(env_ids, **fields)
+
+
+def push_by_setting_velocity(env, env_ids: torch.Tensor, velocity_range: dict[str, tuple[float, float]], joint: str) -> None:
+    """Add a random velocity to a free joint (a push) [m/s, rad/s]; keys among x, y, z, roll, pitch, yaw."""
+    dof = int(env.scene.model.jnt_dofadr[env.scene.joint_ids([joint])[0]])
+    qpos, qvel = env.sim.qpos[env_ids].clone(), env.sim.qvel[env_ids].clone()
+    for k, axis in enumerate(("x", "y", "z", "roll", "pitch", "yaw")):
+        if axis in velocity_range:
+            qvel[:, dof + k] += env.uniform(len(env_ids), *velocity_range[axis])
+    env.sim.reset(env_ids, qpos, qvel)

@@ -1,0 +1,65 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Reward and cost managers: weighted sums of terms, with per-term episode sums for logging."""
+
+from __future__ import annotations
+
+import torch
+
+from batonlab.env.cfg import CostTermCfg, RewardTermCfg
+from batonlab.env.terms import build_term, reset_term
+
+
+class RewardManager:
+    """`reward = sum_k weight_k * term_k(env) * step_dt`; episode sums are logged per term."""
+
+    def __init__(self, env, cfgs: dict[str, RewardTermCfg]):
+        self.env = env
+        self.cfgs = {name: cfg for name, cfg in cfgs.items() if cfg.weight != 0.0}
+        self.terms = {name: build_term(c.func, c.params, env, f"rewards['{name}']") for name, c in self.cfgs.items()}
+        self.episode_sums = {name: torch.zeros(env.num_envs, device=env.device) for name in self.terms}
+        self.reward = torch.zeros(env.num_envs, device=env.device)
+
+    def compute(self, dt: float) -> torch.Tensor:
+        self.reward.zero_()
+        for name, term in self.terms.items():
+            value = term(self.env) * (self.cfgs[name].weight * dt)
+            if value.shape != self.reward.shape:
+                raise ValueError(f"reward term '{name}' must return (num_envs,), got {tuple(value.shape)}")
+            self.reward += value
+            self.episode_sums[name] += value
+        return self.reward
+
+    def reset(self, env_ids: torch.Tensor) -> dict[str, float]:
+        """Mean episode sum of each term over the reset envs, per second of episode."""
+        log = {}
+        for name, sums in self.episode_sums.items():
+            log[f"Episode_Reward/{name}"] = (sums[env_ids].mean() / self.env.max_episode_length_s).item()
+            sums[env_ids] = 0.0
+            reset_term(self.terms[name], env_ids)
+        return log
+
+
+class CostManager:
+    """Constraint costs (num_envs, num_costs) and their limits, for constrained PPO."""
+
+    def __init__(self, env, cfgs: dict[str, CostTermCfg]):
+        self.env = env
+        self.names = list(cfgs)
+        self.terms = {name: build_term(c.func, c.params, env, f"costs['{name}']") for name, c in cfgs.items()}
+        self.limits = torch.tensor([c.limit for c in cfgs.values()], device=env.device)
+        self.cost = torch.zeros(env.num_envs, len(cfgs), device=env.device)
+        self.episode_sums = torch.zeros_like(self.cost)
+
+    def compute(self) -> torch.Tensor:
+        for k, term in enumerate(self.terms.values()):
+            self.cost[:, k] = term(self.env)
+        self.episode_sums += self.cost
+        return self.cost
+
+    def reset(self, env_ids: torch.Tensor) -> dict[str, float]:
+        log = {}
+        for k, name in enumerate(self.names):
+            log[f"Episode_Cost/{name}"] = self.episode_sums[env_ids, k].mean().item()
+            reset_term(self.terms[name], env_ids)
+        self.episode_sums[env_ids] = 0.0
+        return log

@@ -1,0 +1,96 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The compiled scene and name lookups: joints, actuators, bodies and sites are addressed by name."""
+
+from __future__ import annotations
+
+import mujoco
+import numpy as np
+import torch
+
+from batonlab.env.cfg import SceneCfg, SimCfg
+
+_HINGE_OR_SLIDE = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
+
+
+class Scene:
+    """A compiled MuJoCo model plus the name → index maps the managers need."""
+
+    def __init__(self, cfg: SceneCfg, sim: SimCfg):
+        spec = cfg.build()
+        spec.option.timestep = sim.physics_dt
+        self.model: mujoco.MjModel = spec.compile()
+        m = self.model
+        self.joint_names = [m.joint(j).name for j in range(m.njnt)]
+        self.actuator_names = [m.actuator(a).name for a in range(m.nu)]
+        self._joint_to_actuator = {}
+        for a in range(m.nu):
+            if int(m.actuator_trntype[a]) == int(mujoco.mjtTrn.mjTRN_JOINT):
+                self._joint_to_actuator.setdefault(int(m.actuator_trnid[a, 0]), []).append(a)
+        self.default_qpos = torch.tensor(m.qpos0, dtype=torch.float32)
+        unknown = sorted(set(cfg.default_joint_pos) - set(self.joint_names))
+        if unknown:
+            raise KeyError(f"default_joint_pos names unknown joints {unknown}; the model has {self.joint_names}")
+        for name, value in cfg.default_joint_pos.items():
+            self.default_qpos[m.jnt_qposadr[m.joint(name).id]] = value
+        self.default_qvel = torch.zeros(m.nv)
+        self._cache: dict[tuple, torch.Tensor] = {}
+
+    def joint_ids(self, names) -> list[int]:
+        """Joint ids for names, with an error that lists the valid names."""
+        missing = [n for n in names if n not in self.joint_names]
+        if missing:
+            raise KeyError(f"unknown joints {missing}; the model has {self.joint_names}")
+        return [self.joint_names.index(n) for n in names]
+
+    def scalar_joint_ids(self, names) -> list[int]:
+        """Like `joint_ids` but only for 1-DoF (hinge or slide) joints."""
+        ids = self.joint_ids(names)
+        bad = [n for n, j in zip(names, ids) if int(self.model.jnt_type[j]) not in _HINGE_OR_SLIDE]
+        if bad:
+            raise ValueError(f"joints {bad} are not hinge or slide joints")
+        return ids
+
+    def qpos_adr(self, names) -> torch.Tensor:
+        """Columns of `qpos` for 1-DoF joints, shape (len(names),); cached, terms call it every step."""
+        key = ("qpos", tuple(names))
+        if key not in self._cache:
+            self._cache[key] = torch.tensor([int(self.model.jnt_qposadr[j]) for j in self.scalar_joint_ids(names)])
+        return self._cache[key]
+
+    def dof_adr(self, names) -> torch.Tensor:
+        """Columns of `qvel` for 1-DoF joints, shape (len(names),); cached."""
+        key = ("dof", tuple(names))
+        if key not in self._cache:
+            self._cache[key] = torch.tensor([int(self.model.jnt_dofadr[j]) for j in self.scalar_joint_ids(names)])
+        return self._cache[key]
+
+    def actuator_for_joints(self, names) -> torch.Tensor:
+        """The single actuator driving each joint, shape (len(names),)."""
+        out = []
+        for name, j in zip(names, self.scalar_joint_ids(names)):
+            acts = self._joint_to_actuator.get(j, [])
+            if len(acts) != 1:
+                raise ValueError(f"joint '{name}' must be driven by exactly one actuator, found {len(acts)}")
+            out.append(acts[0])
+        return torch.tensor(out)
+
+    def body_id(self, name: str) -> int:
+        return self._lookup(mujoco.mjtObj.mjOBJ_BODY, name, "body")
+
+    def site_id(self, name: str) -> int:
+        return self._lookup(mujoco.mjtObj.mjOBJ_SITE, name, "site")
+
+    def _lookup(self, obj: mujoco.mjtObj, name: str, kind: str) -> int:
+        idx = mujoco.mj_name2id(self.model, obj, name)
+        if idx < 0:
+            count = {"body": self.model.nbody, "site": self.model.nsite}[kind]
+            names = [mujoco.mj_id2name(self.model, obj, i) for i in range(count)]
+            raise KeyError(f"unknown {kind} '{name}'; the model has {names}")
+        return idx
+
+    # Actuator properties, read from the model that drives the simulator (exported to the manifest).
+
+    def actuator_gains(self, actuator_ids: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+        """(kp, kd) of position actuators: MuJoCo's `gainprm[0]` and `-biasprm[2]`."""
+        ids = actuator_ids.numpy()
+        return self.model.actuator_gainprm[ids, 0].copy(), -self.model.actuator_biasprm[ids, 2].copy()

@@ -1,0 +1,127 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""`arm_reach`: the table-mounted arm6 brings its tool-centre point to a commanded position.
+
+The target is drawn in the arm's base frame every 2 s (twice per 4 s episode); an episode succeeds
+when the tool-centre point ends within 3 cm of the target. Joint damping and friction are
+randomised per world, and each episode starts from a randomised pose.
+"""
+
+from __future__ import annotations
+
+import mujoco
+import numpy as np
+
+from batonlab.env import mdp
+from batonlab.env.actions import JointPositionAction
+from batonlab.env.cfg import (
+    ActionTermCfg,
+    CommandTermCfg,
+    EventTermCfg,
+    ObsGroupCfg,
+    ObsTermCfg,
+    RewardTermCfg,
+    SceneCfg,
+    SimCfg,
+    TaskCfg,
+    TermCfg,
+)
+from batonlab.env.commands import UniformPositionCommand
+from batonlab.rewards import regularizers, tracking
+from batonlab.rl.cfg import AlgorithmCfg, PolicyCfg, RunnerCfg
+from batonlab.robots.arm6 import ARM_JOINTS, attach_arm6, home_pose
+from batonlab.tasks import register
+
+TARGET_BOX_B = {"x_range": (0.25, 0.55), "y_range": (-0.3, 0.3), "z_range": (0.10, 0.45)}
+"""Where targets are drawn, in the arm base frame [m]."""
+
+SUCCESS_THRESHOLD = 0.03
+"""Tool-centre point to target distance that counts as reached [m]."""
+
+
+def make_table_arm_spec() -> mujoco.MjSpec:
+    """Arm6 on a table top (base frame = world frame), a target marker and an overview camera."""
+    spec = mujoco.MjSpec()
+    spec.modelname = "table_arm6"
+    spec.option.timestep = 0.005
+    world = spec.worldbody
+    world.add_light(pos=[0.3, -0.5, 2.0], dir=[0, 0.2, -1], diffuse=[0.8, 0.8, 0.8])
+    world.add_geom(name="floor", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[2, 2, 0.05], pos=[0, 0, -0.75], rgba=[0.35, 0.4, 0.45, 1])
+    world.add_geom(name="table", type=mujoco.mjtGeom.mjGEOM_BOX, size=[0.45, 0.6, 0.02], pos=[0.3, 0, -0.02], rgba=[0.55, 0.42, 0.3, 1])
+    target = world.add_body(name="target", mocap=True, pos=[0.45, 0, 0.3])
+    target.add_geom(type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[0.02, 0, 0], contype=0, conaffinity=0, rgba=[0.1, 0.9, 0.2, 0.7])
+    eye, look = np.array([1.25, -0.95, 0.85]), np.array([0.3, 0.0, 0.2])
+    forward = (look - eye) / np.linalg.norm(look - eye)
+    right = np.cross(forward, [0, 0, 1])
+    right /= np.linalg.norm(right)
+    up = np.cross(right, forward)
+    quat = np.zeros(4)
+    mujoco.mju_mat2Quat(quat, np.column_stack([right, up, -forward]).flatten())
+    world.add_camera(name="overview", pos=eye.tolist(), quat=quat.tolist())
+    attach_arm6(spec, world.add_frame(name="arm_mount", pos=[0, 0, 0]))
+    return spec
+
+
+def make_arm_reach_cfg(play: bool = False) -> TaskCfg:
+    joints = ARM_JOINTS
+    ee_cmd = {"command": "ee_target", "sensor": "ee_pos_b"}
+    cfg = TaskCfg(
+        scene=SceneCfg(build=make_table_arm_spec, default_joint_pos=home_pose(), camera="overview"),
+        sim=SimCfg(physics_dt=0.005, decimation=4),
+        num_envs=1024,
+        episode_length_s=4.0,
+        actions={"arm": ActionTermCfg(cls=JointPositionAction, joints=joints, scale=0.5)},
+        commands={
+            "ee_target": CommandTermCfg(
+                cls=UniformPositionCommand,
+                resampling_time_range_s=(2.0, 2.0),
+                params={**TARGET_BOX_B, "marker_mocap": "target"},
+            )
+        },
+        observations={
+            "policy": ObsGroupCfg(
+                terms={
+                    "joint_pos": ObsTermCfg(func=mdp.joint_pos_rel, params={"joints": joints}, noise_std=0.01),
+                    "joint_vel": ObsTermCfg(func=mdp.joint_vel, params={"joints": joints}, noise_std=0.05, scale=0.1),
+                    "ee_pos": ObsTermCfg(func=mdp.sensor, params={"name": "ee_pos_b"}, noise_std=0.005),
+                    "ee_target": ObsTermCfg(func=mdp.generated_command, params={"command": "ee_target"}),
+                    "last_action": ObsTermCfg(func=mdp.last_action),
+                },
+                enable_corruption=not play,
+            )
+        },
+        rewards={
+            "ee_error": RewardTermCfg(func=tracking.position_command_error, params=ee_cmd, weight=-0.5),
+            "ee_near": RewardTermCfg(func=tracking.position_command_error_tanh, params={**ee_cmd, "std": 0.1}, weight=1.0),
+            "ee_precise": RewardTermCfg(func=tracking.position_command_error_exp, params={**ee_cmd, "std": 0.03}, weight=1.0),
+            "action_rate": RewardTermCfg(func=regularizers.action_rate_l2, weight=-0.01),
+            "joint_vel": RewardTermCfg(func=regularizers.joint_vel_l2, params={"joints": joints}, weight=-0.001),
+        },
+        events={
+            "joint_params": EventTermCfg(
+                func=mdp.randomize_joint_parameters,
+                mode="startup",
+                params={"joints": joints, "damping_range": (0.5, 2.0), "friction_range": (0.5, 2.0)},
+            ),
+            "initial_pose": EventTermCfg(
+                func=mdp.reset_joints_uniform, mode="reset", params={"joints": joints, "position_range": (-0.3, 0.3)}
+            ),
+        },
+        success=TermCfg(func=tracking.position_command_reached, params={**ee_cmd, "threshold": SUCCESS_THRESHOLD}),
+    )
+    if play:
+        cfg.num_envs = 16
+    return cfg
+
+
+def make_arm_reach_agent_cfg() -> RunnerCfg:
+    return RunnerCfg(
+        experiment_name="arm_reach",
+        num_steps_per_env=24,
+        max_iterations=150,
+        save_interval=50,
+        policy=PolicyCfg(actor_hidden_dims=(128, 128, 64), critic_hidden_dims=(128, 128, 64), init_noise_std=1.0),
+        algorithm=AlgorithmCfg(learning_rate=1e-3, entropy_coef=0.005, num_mini_batches=4),
+    )
+
+
+register("arm_reach", make_arm_reach_cfg, make_arm_reach_agent_cfg, "table-mounted 6-DoF arm reaches a commanded position")
