@@ -58,6 +58,9 @@ class BatonRunner:
         Returns the statistics of the last iteration.
         """
         total = self.cfg.max_iterations if max_iterations is None else max_iterations
+        if self.iteration == 0:
+            # Spread episode phases so that resets (and their log lines) are not synchronised.
+            self.env.episode_length_buf = torch.randint_like(self.env.episode_length_buf, high=int(self.env.max_episode_length))
         obs = self.env.get_observations().to(self.device)
         self.alg.train_mode()
         bar = tqdm(total=total, initial=self.iteration, unit="it", disable=not progress, dynamic_ncols=True)
@@ -110,7 +113,7 @@ class BatonRunner:
     def _iteration_stats(self, losses, episode_logs, steps, collect_time, learn_time) -> dict[str, float]:
         stats = {f"Loss/{k}": float(v) for k, v in losses.items()}
         stats["Loss/learning_rate"] = float(self.alg.learning_rate)
-        stats["Policy/mean_std"] = float(self.alg.get_policy().output_std.mean())
+        stats["Policy/mean_std"] = float(self.alg.get_policy().output_std.detach().mean())
         stats["Perf/steps_per_s"] = steps / (collect_time + learn_time)
         stats["Perf/collection_time_s"] = collect_time
         stats["Perf/learning_time_s"] = learn_time

@@ -1,0 +1,2 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The `batonlab` command line (hydra): list, train, play, export."""

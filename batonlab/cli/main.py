@@ -1,0 +1,72 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Entry point: `batonlab <command> [key=value ...]`."""
+
+from __future__ import annotations
+
+import sys
+
+from batonlab.cli.common import CliError, build_invocation
+
+USAGE = """usage: batonlab <command> [key=value ...]
+
+commands:
+  list                     registered tasks
+  train task=NAME          train with rsl-rl PPO (resume=true continues the latest run)
+  play task=NAME           evaluate a checkpoint: success rate over play.num_episodes, and an MP4
+  export task=NAME         write policy.onnx + manifest.json for deployment
+
+examples:
+  batonlab train task=arm_reach env.num_envs=512 agent.algorithm.learning_rate=3e-4 seed=1
+  batonlab play task=arm_reach play.num_episodes=200
+  batonlab export task=arm_reach
+"""
+
+
+def _list(_: list[str]) -> int:
+    from batonlab.tasks import list_tasks
+
+    for entry in list_tasks():
+        print(f"{entry.name:24s} {entry.description}")
+    return 0
+
+
+def _train(args: list[str]) -> int:
+    from batonlab.cli import train
+
+    return train.run(build_invocation(args))
+
+
+def _play(args: list[str]) -> int:
+    from batonlab.cli import play
+
+    return play.run(build_invocation(args, play=True))
+
+
+def _export(args: list[str]) -> int:
+    from batonlab.cli import export
+
+    return export.run(build_invocation(args, play=True))
+
+
+COMMANDS = {"list": _list, "train": _train, "play": _play, "export": _export}
+"""Subcommands; later subsystems (deploy, replay, bag) add theirs here."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(USAGE)
+        return 0
+    command, args = argv[0], argv[1:]
+    if command not in COMMANDS:
+        print(f"batonlab: unknown command '{command}'; valid commands: {sorted(COMMANDS)}", file=sys.stderr)
+        return 2
+    try:
+        return COMMANDS[command](args)
+    except CliError as err:
+        print(f"batonlab {command}: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

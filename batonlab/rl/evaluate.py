@@ -1,0 +1,67 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Policy evaluation: one episode per env, success judged on each episode's last step."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from batonlab.env.env import BatonEnv
+
+
+@dataclass
+class EvalResult:
+    num_episodes: int
+    success_rate: float
+    mean_return: float
+    successes: np.ndarray
+    """(num_episodes,) bool, success of each env's first episode."""
+    returns: np.ndarray
+    """(num_episodes,) undiscounted return of each env's first episode."""
+    frames: list[np.ndarray] = field(default_factory=list)
+    """RGB frames of the recorded episodes, back to back."""
+
+
+@torch.inference_mode()
+def evaluate(env: BatonEnv, policy, video_env_ids: tuple[int, ...] = (), video_size=(240, 320), progress: bool = True) -> EvalResult:
+    """Run `policy` (TensorDict → actions) until every env has finished one episode.
+
+    Every env contributes exactly its first episode, so short (failed) episodes are not
+    over-represented. Envs listed in `video_env_ids` are rendered until their episode ends.
+    """
+    obs, _ = env.reset()
+    n = env.num_envs
+    finished = torch.zeros(n, dtype=torch.bool, device=env.device)
+    successes = torch.zeros(n, dtype=torch.bool, device=env.device)
+    returns = torch.zeros(n, device=env.device)
+    running = torch.zeros(n, device=env.device)
+    recording = list(video_env_ids)
+    per_env_frames: dict[int, list[np.ndarray]] = {i: [] for i in recording}
+    bar = tqdm(total=n, desc="episodes", disable=not progress, unit="ep")
+    while not finished.all():
+        if recording:
+            for i, frame in zip(recording, env.render(recording, video_size)):
+                per_env_frames[i].append(frame)
+        actions = policy(obs)
+        obs, reward, terminated, truncated, extras = env.step(actions)
+        running += reward
+        done = (terminated | truncated) & ~finished
+        successes[done] = extras["success"][done]
+        returns[done] = running[done]
+        finished |= done
+        running[terminated | truncated] = 0.0
+        recording = [i for i in recording if not finished[i]]
+        bar.update(int(done.sum()))
+    bar.close()
+    frames = [f for i in video_env_ids for f in per_env_frames[i]]
+    return EvalResult(
+        num_episodes=n,
+        success_rate=successes.float().mean().item(),
+        mean_return=returns.mean().item(),
+        successes=successes.cpu().numpy(),
+        returns=returns.cpu().numpy(),
+        frames=frames,
+    )
