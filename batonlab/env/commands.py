@@ -10,6 +10,10 @@ import torch
 from batonlab.env.cfg import CommandTermCfg
 
 
+_TIMER_EPS = 1e-4
+"""Timers count down in float32 steps of step_dt; this absorbs the rounding of the sum."""
+
+
 class CommandTerm(abc.ABC):
     """Base class: owns `command` (num_envs, dim) and the per-env resampling timer."""
 
@@ -24,7 +28,7 @@ class CommandTerm(abc.ABC):
     def update(self, dt: float) -> None:
         """Advance timers and resample the envs whose timer ran out."""
         self.time_left -= dt
-        expired = (self.time_left <= 0.0).nonzero().flatten()
+        expired = (self.time_left <= _TIMER_EPS).nonzero().flatten()
         if expired.numel():
             self._resample(expired)
 

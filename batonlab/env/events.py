@@ -11,6 +11,10 @@ from batonlab.env.terms import build_term
 _MODES = ("startup", "reset", "interval")
 
 
+_TIMER_EPS = 1e-4
+"""Timers count down in float32 steps of step_dt; this absorbs the rounding of the sum."""
+
+
 class EventManager:
     """Calls `(env, env_ids, **params)` event terms by mode."""
 
@@ -36,7 +40,7 @@ class EventManager:
         """Fire interval events whose per-env timer ran out."""
         for name, time_left in self.time_left.items():
             time_left -= dt
-            due = (time_left <= 0.0).nonzero().flatten()
+            due = (time_left <= _TIMER_EPS).nonzero().flatten()
             if due.numel():
                 self.terms[name](self.env, due)
                 self._rearm(name, due)

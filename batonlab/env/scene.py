@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from batonlab.env.cfg import SceneCfg, SimCfg
+from batonlab.robots.assets import compile_spec
 
 _HINGE_OR_SLIDE = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
 
@@ -18,7 +19,7 @@ class Scene:
     def __init__(self, cfg: SceneCfg, sim: SimCfg):
         spec = cfg.build()
         spec.option.timestep = sim.physics_dt
-        self.model: mujoco.MjModel = spec.compile()
+        self.model: mujoco.MjModel = compile_spec(spec)
         m = self.model
         self.joint_names = [m.joint(j).name for j in range(m.njnt)]
         self.actuator_names = [m.actuator(a).name for a in range(m.nu)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import mujoco
 
-from batonlab.robots.assets import attach, load_spec
+from batonlab.robots.assets import attach, compile_spec, load_spec
 
 ARM_JOINTS: tuple[str, ...] = (
     "shoulder_yaw",
@@ -34,7 +34,7 @@ def home_pose() -> dict[str, float]:
 
     Read from the MJCF so that the file stays the single source of the default pose.
     """
-    model = make_arm6_spec().compile()
+    model = compile_spec(make_arm6_spec())
     key = model.key("home")
     return {model.joint(j).name: float(key.qpos[model.jnt_qposadr[j]]) for j in range(model.njnt)}
 

@@ -9,9 +9,6 @@ from pathlib import Path
 
 import mujoco
 
-# MuJoCo repeats the empty-prefix warning at compile time; batonlab never saves composed scenes.
-warnings.filterwarnings("ignore", message="Attaching a spec with an empty prefix")
-
 ASSETS_DIR = Path(os.environ.get("BATONLAB_ASSETS", Path(__file__).resolve().parents[2] / "assets"))
 """Root of the MJCF assets; override with the BATONLAB_ASSETS environment variable."""
 
@@ -42,3 +39,10 @@ def attach(parent: mujoco.MjSpec, child: mujoco.MjSpec, frame: mujoco.MjsFrame, 
         parent.attach(child, frame=frame, prefix=prefix)
     finally:
         mujoco.set_mju_user_warning(previous)
+
+
+def compile_spec(spec: mujoco.MjSpec) -> mujoco.MjModel:
+    """Compile a composed scene; MuJoCo repeats the empty-prefix warning here, which does not apply."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Attaching a spec with an empty prefix")
+        return spec.compile()

@@ -23,8 +23,8 @@ def make_renderer(model: mujoco.MjModel, height: int, width: int) -> mujoco.Rend
     except Exception as err:  # pragma: no cover - depends on the machine's GL stack
         raise RuntimeError(
             f"offscreen rendering failed with MUJOCO_GL={os.environ.get('MUJOCO_GL')!r}: {err}. "
-            "Install the GL libraries (`sudo apt-get install libegl1 libgl1 libegl-mesa0 libosmesa6`) "
-            "or set MUJOCO_GL=osmesa."
+            "Install the GL libraries (`sudo apt-get install libegl1 libgl1 libegl-mesa0 libosmesa6`), and set "
+            "MUJOCO_GL=egl (or osmesa) before mujoco is first imported (importing batonlab first does this)."
         ) from err
 
 

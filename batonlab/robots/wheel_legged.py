@@ -1,0 +1,111 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The batonlab wheel-legged biped (`assets/wheel_legged/wheel_legged.xml`), with or without arm6 on top.
+
+The base model has no arm; `make_wheel_legged_spec(with_arm=True)` attaches arm6 with `MjSpec.attach`
+on the torso's `arm_mount` site, adds a contact sensor on the arm's links and extends the `home`
+keyframe with the arm's stowed pose.
+"""
+
+from __future__ import annotations
+
+import mujoco
+
+from batonlab.robots.arm6 import ARM_JOINTS, GRIPPER_JOINT, attach_arm6
+from batonlab.robots.assets import load_spec
+
+LEG_JOINTS: tuple[str, ...] = ("left_hip_pitch", "left_knee_pitch", "right_hip_pitch", "right_knee_pitch")
+"""Position-controlled leg joints, in policy order."""
+
+WHEEL_JOINTS: tuple[str, ...] = ("left_wheel", "right_wheel")
+"""Velocity-controlled, continuous wheel joints, in policy order."""
+
+ROOT_JOINT = "root"
+"""The free joint of the torso (`base` body): qpos = (pos_w, quat_wxyz), qvel = (lin_vel_w, ang_vel_b)."""
+
+BASE_BODY = "base"
+WHEEL_RADIUS = 0.10
+"""Radius of the wheels' collision spheres [m]."""
+
+NOMINAL_BASE_HEIGHT = 0.463
+"""Torso height above flat ground in the `home` pose [m]."""
+
+ARM_STOWED_POSE: dict[str, float] = {
+    "shoulder_yaw": 0.0,
+    "shoulder_pitch": -1.2,
+    "elbow_pitch": 2.4,
+    "forearm_roll": 0.0,
+    "wrist_pitch": 1.2,
+    "wrist_roll": 0.0,
+    GRIPPER_JOINT: 0.0,
+    "finger_right": 0.0,
+}
+"""Arm folded back over the torso (upper arm back, forearm and gripper forward-down) [rad or m]."""
+
+GROUND_CONTACT_SENSORS: tuple[str, ...] = ("torso_ground_contact", "left_thigh_ground_contact", "right_thigh_ground_contact")
+"""Contact sensors (data: found, net force) of links that must never touch the ground."""
+
+ARM_GROUND_CONTACT_SENSOR = "arm_ground_contact"
+"""Contact sensor of the arm's links against the ground, present only with the arm."""
+
+
+def make_wheel_legged_spec(with_arm: bool = True) -> mujoco.MjSpec:
+    """A fresh, editable spec of the robot; its root body is `base` (free joint `root`)."""
+    spec = load_spec("wheel_legged", "wheel_legged.xml")
+    if with_arm:
+        mount = spec.site("arm_mount")
+        frame = spec.body(BASE_BODY).add_frame(name="arm_frame", pos=mount.pos, quat=mount.quat)
+        attach_arm6(spec, frame)
+        spec.add_sensor(
+            name=ARM_GROUND_CONTACT_SENSOR,
+            type=mujoco.mjtSensor.mjSENS_CONTACT,
+            objtype=mujoco.mjtObj.mjOBJ_XBODY,
+            objname="arm_base",
+            reftype=mujoco.mjtObj.mjOBJ_BODY,
+            refname="world",
+            intprm=[_CONTACT_DATA_FOUND_FORCE, _CONTACT_REDUCE_NETFORCE, 1],
+        )
+        _extend_home_key(spec)
+    return spec
+
+
+def home_pose(with_arm: bool = True) -> dict[str, float]:
+    """Joint positions of the `home` keyframe by joint name (legs, wheels, stowed arm) [rad or m]."""
+    model = make_wheel_legged_spec(with_arm).compile()
+    key = model.key("home")
+    return {
+        model.joint(j).name: float(key.qpos[model.jnt_qposadr[j]])
+        for j in range(model.njnt)
+        if int(model.jnt_type[j]) != int(mujoco.mjtJoint.mjJNT_FREE)
+    }
+
+
+def arm_joints() -> tuple[str, ...]:
+    """The arm joints driven by position servos, including the gripper finger."""
+    return (*ARM_JOINTS, GRIPPER_JOINT)
+
+
+# Private helpers.
+
+# MuJoCo's contact sensor packs its options in intprm: (data bits, reduce mode, num).
+_CONTACT_DATA_FOUND_FORCE = 1 | 2
+_CONTACT_REDUCE_NETFORCE = 3
+
+
+def _extend_home_key(spec: mujoco.MjSpec) -> None:
+    """Rewrite the `home` key for the composed model: robot part unchanged, arm stowed."""
+    model = spec.compile()
+    key = spec.key("home")
+    robot_qpos = list(key.qpos)
+    qpos = list(model.qpos0)
+    qpos[: len(robot_qpos)] = robot_qpos
+    for name, value in ARM_STOWED_POSE.items():
+        qpos[int(model.jnt_qposadr[model.joint(name).id])] = value
+    ctrl = [0.0] * model.nu
+    for a in range(model.nu):
+        joint = model.joint(int(model.actuator_trnid[a, 0])).name
+        ctrl[a] = qpos[int(model.jnt_qposadr[model.joint(joint).id])]
+    for a in range(model.nu):
+        if int(model.actuator_biastype[a]) == int(mujoco.mjtBias.mjBIAS_AFFINE) and model.actuator_biasprm[a, 1] == 0.0:
+            ctrl[a] = 0.0  # velocity servos (wheels) hold zero speed
+    key.qpos = qpos
+    key.ctrl = ctrl

@@ -1,0 +1,62 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Shared fixtures: small arm_reach envs and inline MJCF models."""
+
+from __future__ import annotations
+
+import os
+
+# MuJoCo picks its GL platform when first imported: headless EGL unless the caller chose one.
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+import mujoco  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from batonlab.env.env import BatonEnv  # noqa: E402
+from batonlab.tasks import make_task_cfg  # noqa: E402
+
+PENDULUM_XML = """
+<mujoco>
+  <option timestep="0.005"/>
+  <worldbody>
+    <light pos="0 0 2"/>
+    <body name="pole" pos="0 0 1">
+      <joint name="hinge" axis="0 1 0" damping="0.1"/>
+      <geom type="capsule" fromto="0 0 0 0 0 -0.5" size="0.03" mass="1"/>
+      <site name="tip" pos="0 0 -0.5"/>
+    </body>
+  </worldbody>
+  <actuator><position name="hinge" joint="hinge" kp="20" kv="1"/></actuator>
+  <sensor><framepos name="tip_pos" objtype="site" objname="tip"/><jointpos name="hinge_pos" joint="hinge"/></sensor>
+</mujoco>
+"""
+
+
+@pytest.fixture
+def pendulum_model() -> mujoco.MjModel:
+    return mujoco.MjModel.from_xml_string(PENDULUM_XML)
+
+
+def make_reach_env(num_envs: int = 8, seed: int = 0, play: bool = False, **overrides) -> BatonEnv:
+    cfg = make_task_cfg("arm_reach", play=play)
+    cfg.num_envs = num_envs
+    cfg.seed = seed
+    for key, value in overrides.items():
+        setattr(cfg, key, value)
+    return BatonEnv(cfg)
+
+
+@pytest.fixture
+def reach_env():
+    env = make_reach_env()
+    yield env
+    env.close()
+
+
+def pytest_collection_modifyitems(config, items):
+    """GPU tests skip cleanly on machines without CUDA."""
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

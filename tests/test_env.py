@@ -1,0 +1,147 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""BatonEnv and its managers on the arm_reach task and on hand-made configs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from batonlab.env import mdp
+from batonlab.env.cfg import EventTermCfg, ObsTermCfg, RewardTermCfg, TerminationTermCfg
+from batonlab.env.env import BatonEnv
+from batonlab.rewards import regularizers
+from batonlab.tasks import make_task_cfg
+from tests.conftest import make_reach_env
+
+
+def test_observation_layout_and_step_contract(reach_env):
+    env = reach_env
+    obs = env.get_observations()
+    assert obs["policy"].shape == (8, env.observation_manager.group_dim("policy")) == (8, 24)
+    names = [t.name for t in env.observation_manager.layout["policy"]]
+    assert names == ["joint_pos", "joint_vel", "ee_pos", "ee_target", "last_action"]
+    obs, reward, terminated, truncated, extras = env.step(torch.zeros(8, env.num_actions))
+    assert reward.shape == terminated.shape == truncated.shape == (8,)
+    assert terminated.dtype == truncated.dtype == torch.bool
+    assert extras["costs"].shape == (8, 0)
+    assert torch.isfinite(obs["policy"]).all()
+
+
+def test_time_out_is_a_truncation_with_per_term_logs(reach_env):
+    env = reach_env
+    for step in range(env.max_episode_length):
+        _, _, terminated, truncated, extras = env.step(torch.zeros(8, env.num_actions))
+    assert truncated.all() and not terminated.any()
+    log = extras["log"]
+    for term in env.reward_manager.terms:
+        assert f"Episode_Reward/{term}" in log
+    assert log["Episode_Termination/time_out"] == 1.0
+    assert 0.0 <= log["Episode/success_rate"] <= 1.0
+    assert (env.episode_length_buf == 0).all()
+
+
+def test_zero_action_holds_default_pose(reach_env):
+    env = reach_env
+    for _ in range(40):
+        env.step(torch.zeros(8, env.num_actions))
+    arm = env.action_manager.terms["arm"]
+    # PD with gravity sags a little; the commanded target is exactly the default pose.
+    assert torch.allclose(env.sim.ctrl[:, arm.actuator_ids], arm.offset.expand(8, -1))
+    error = (env.sim.qpos[:, arm.qpos_adr] - arm.offset).abs().max()
+    assert error < 0.15
+
+
+def test_commands_resample_on_timer_and_move_marker(reach_env):
+    env = reach_env
+    term = env.command_manager.terms["ee_target"]
+    first = term.command.clone()
+    steps_to_resample = round(2.0 / env.step_dt)
+    for _ in range(steps_to_resample - 1):
+        env.step(torch.zeros(8, env.num_actions))
+    assert torch.equal(term.command, first)
+    env.step(torch.zeros(8, env.num_actions))
+    assert not torch.equal(term.command, first)
+    assert (term.command >= term.low).all() and (term.command <= term.high).all()
+    assert torch.allclose(env.sim.mocap_pos[:, term.mocap_id], term.command)
+
+
+def test_seeded_envs_are_reproducible():
+    runs = []
+    for _ in range(2):
+        env = make_reach_env(num_envs=4, seed=7)
+        generator = torch.Generator().manual_seed(0)
+        for _ in range(30):
+            obs, *_ = env.step(torch.randn(4, env.num_actions, generator=generator))
+        runs.append(obs["policy"].clone())
+        env.close()
+    assert torch.equal(runs[0], runs[1])
+
+
+def test_startup_randomisation_gives_each_world_its_own_damping(reach_env):
+    damping = reach_env.sim.get_params("dof_damping")
+    arm_dofs = reach_env.scene.dof_adr(reach_env.action_manager.terms["arm"].joint_names)
+    assert damping[:, arm_dofs].std(dim=0).min() > 0.0
+    assert ((damping[:, arm_dofs] >= 0.25 - 1e-6) & (damping[:, arm_dofs] <= 1.0 + 1e-6)).all()
+
+
+def test_history_stacks_frames_oldest_first():
+    cfg = make_task_cfg("arm_reach")
+    cfg.num_envs = 2
+    cfg.observations["policy"].terms["last_action"] = ObsTermCfg(func=mdp.last_action, history_length=3)
+    env = BatonEnv(cfg)
+    for value in (1.0, 2.0, 3.0):
+        obs, *_ = env.step(torch.full((2, 6), value))
+    history = obs["policy"][:, -18:].reshape(2, 3, 6)
+    assert history[:, :, 0].tolist() == [[1.0, 2.0, 3.0]] * 2
+    env.close()
+
+
+def test_failure_termination_and_interval_events():
+    cfg = make_task_cfg("arm_reach")
+    cfg.num_envs = 4
+    cfg.terminations["elbow_high"] = TerminationTermCfg(func=lambda env: env.sim.qpos[:, 2] > 10.0)
+    fired = []
+    cfg.events["count"] = EventTermCfg(func=lambda env, env_ids: fired.append(len(env_ids)), mode="interval", interval_range_s=(0.1, 0.1))
+    env = BatonEnv(cfg)
+    for _ in range(12):
+        env.step(torch.zeros(4, 6))
+    assert sum(fired) >= 8  # every env fires about every 5 steps
+    env.sim._state[1, 3] = 20.0  # force env 1's elbow angle past the threshold
+    env.sim._refresh_state_tensors()
+    _, _, terminated, truncated, extras = env.step(torch.zeros(4, 6))
+    assert terminated.tolist() == [False, True, False, False] and not truncated.any()
+    assert extras["log"]["Episode_Termination/elbow_high"] == 1.0
+    env.close()
+
+
+def test_bad_config_fails_before_simulation():
+    cfg = make_task_cfg("arm_reach")
+    cfg.rewards["typo"] = RewardTermCfg(func=regularizers.joint_vel_l2, params={"jionts": ("elbow_pitch",)}, weight=-1.0)
+    with pytest.raises(TypeError, match=r"rewards\['typo'\].*accepts \['joints'\]"):
+        BatonEnv(cfg)
+    cfg = make_task_cfg("arm_reach")
+    cfg.actions["arm"].joints = ("shoulder_yaw", "elbow")
+    with pytest.raises(KeyError, match="unknown joints \\['elbow'\\]"):
+        BatonEnv(cfg)
+    cfg = make_task_cfg("arm_reach")
+    cfg.num_envs = 0
+    with pytest.raises(ValueError, match="num_envs"):
+        BatonEnv(cfg)
+    with pytest.raises(KeyError, match="valid tasks"):
+        make_task_cfg("arm_rech")
+
+
+def test_wrong_action_size_is_rejected(reach_env):
+    with pytest.raises(ValueError, match="expected actions of size 6"):
+        reach_env.step(torch.zeros(8, 5))
+
+
+def test_physics_blowup_resets_only_that_env(reach_env):
+    env = reach_env
+    env.step(torch.zeros(8, 6))
+    env.sim._state[5, env.sim._offsets["qvel"][0]] = float("nan")
+    _, reward, terminated, _, extras = env.step(torch.zeros(8, 6))
+    assert terminated.tolist() == [i == 5 for i in range(8)]
+    assert torch.isfinite(reward).all()
+    assert extras["log"]["Metrics/physics_diverged_total"] == 1.0
+    assert env.episode_length_buf[5] == 0 and env.episode_length_buf[0] == 2
