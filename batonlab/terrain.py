@@ -97,18 +97,19 @@ def _rough(x: np.ndarray, y: np.ndarray, difficulty: float, cfg: TerrainCfg, rng
 
 
 def _slope(x: np.ndarray, y: np.ndarray, difficulty: float, cfg: TerrainCfg, rng: np.random.Generator) -> np.ndarray:
-    """A pyramid: flat top at the centre, slopes down to the tile edge."""
+    """A pyramid: flat top at the centre, slopes down to height 0 at the tile edge."""
     grade = _lerp(cfg.slope_range, difficulty)
     r = np.maximum(np.abs(x), np.abs(y))
-    return -grade * np.clip(r - cfg.platform_size / 2, 0.0, None)
+    return grade * (cfg.tile_size / 2 - np.clip(r, cfg.platform_size / 2, cfg.tile_size / 2))
 
 
 def _steps(x: np.ndarray, y: np.ndarray, difficulty: float, cfg: TerrainCfg, rng: np.random.Generator) -> np.ndarray:
-    """Square rings of low steps that rise outwards from a flat centre (the robot climbs to leave)."""
+    """Square rings of low steps rising outwards from a flat pit to height 0 at the tile edge (the robot climbs out)."""
     height = _lerp(cfg.step_height_range, difficulty)
     r = np.maximum(np.abs(x), np.abs(y))
-    ring = np.floor(np.clip(r - cfg.platform_size / 2, 0.0, None) / cfg.step_width + (r > cfg.platform_size / 2))
-    return height * ring
+    ring = np.ceil(np.clip(r - cfg.platform_size / 2, 0.0, None) / cfg.step_width)
+    last_ring = np.ceil((cfg.tile_size - cfg.platform_size) / 2 / cfg.step_width)
+    return height * (np.minimum(ring, last_ring) - last_ring)
 
 
 TERRAIN_TYPES: dict[str, Callable[..., np.ndarray]] = {"flat": _flat, "rough": _rough, "slope": _slope, "steps": _steps}

@@ -80,7 +80,11 @@ class JointEffortAction(JointAction):
 
 
 class ActionManager:
-    """Splits the policy output across action terms, in the order of the config dict."""
+    """Splits the policy output across action terms, in the order of the config dict.
+
+    Each env may apply its actions a few control steps late (`set_delay`, randomised by an event):
+    `action` stays the policy's latest output, the terms receive the delayed one.
+    """
 
     def __init__(self, env, cfgs: dict[str, ActionTermCfg]):
         if not cfgs:
@@ -89,12 +93,33 @@ class ActionManager:
         self.action_dim = sum(t.action_dim for t in self.terms.values())
         self.action = torch.zeros(env.num_envs, self.action_dim, device=env.device)
         self.prev_action = torch.zeros_like(self.action)
+        self.delay_steps = torch.zeros(env.num_envs, dtype=torch.long, device=env.device)
+        """Per-env action latency [control steps]; 0 applies each action in the step it is given."""
+        self._history: torch.Tensor | None = None
+        """(num_envs, max_delay + 1, action_dim) latest actions, newest first; allocated by `set_delay`."""
+
+    def set_delay(self, env_ids: torch.Tensor, steps: torch.Tensor) -> None:
+        """Set the action latency of `env_ids` to `steps` control steps (long tensor, >= 0)."""
+        steps = steps.to(device=self.delay_steps.device, dtype=torch.long)
+        if (steps < 0).any():
+            raise ValueError("action delay must be >= 0 control steps")
+        depth = int(steps.max()) + 1 if steps.numel() else 1
+        if self._history is None or self._history.shape[1] < depth:
+            history = torch.zeros(self.action.shape[0], depth, self.action_dim, device=self.action.device)
+            if self._history is not None:
+                history[:, : self._history.shape[1]] = self._history
+            self._history = history
+        self.delay_steps[env_ids] = steps
 
     def process(self, actions: torch.Tensor) -> None:
         if actions.shape[-1] != self.action_dim:
             raise ValueError(f"expected actions of size {self.action_dim}, got shape {tuple(actions.shape)}")
         self.prev_action[:] = self.action
         self.action[:] = actions
+        if self._history is not None:
+            self._history[:] = torch.roll(self._history, shifts=1, dims=1)
+            self._history[:, 0] = actions
+            actions = self._history[torch.arange(actions.shape[0], device=actions.device), self.delay_steps]
         start = 0
         for term in self.terms.values():
             term.process(actions[:, start : start + term.action_dim])
@@ -107,6 +132,8 @@ class ActionManager:
     def reset(self, env_ids: torch.Tensor) -> dict[str, float]:
         self.action[env_ids] = 0.0
         self.prev_action[env_ids] = 0.0
+        if self._history is not None:
+            self._history[env_ids] = 0.0
         for term in self.terms.values():
             term.reset(env_ids)
         return {}

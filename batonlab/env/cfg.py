@@ -13,6 +13,8 @@ from typing import Any, Callable, Literal
 
 import mujoco
 
+from batonlab.terrain import TerrainCfg
+
 # Terms.
 
 
@@ -134,6 +136,8 @@ class SceneCfg:
     """Default joint positions by name [rad or m]; unnamed joints use the model's qpos0."""
     camera: str = "overview"
     """Camera used by `play` videos."""
+    terrain: TerrainCfg | None = None
+    """Ground added to the scene (plane or level × type grid, `batonlab.terrain`); None: `build` brings its own."""
 
 
 @dataclass

@@ -29,6 +29,17 @@ class CurriculumManager:
                 log[f"Curriculum/{name}"] = float(value)
         return log
 
+    def observe_advantages(self, abs_advantage: torch.Tensor) -> None:
+        """Feed the learner's per-env mean |advantage| of the last rollout (num_envs,) to the terms that use it.
+
+        The runner calls this after computing returns; terms opt in with an `observe_advantages`
+        method (e.g. the bandit curriculum). Rollouts are collected without gradients.
+        """
+        for term in self.terms.values():
+            observe = getattr(term, "observe_advantages", None)
+            if observe is not None:
+                observe(self.env, abs_advantage)
+
     def state_dict(self) -> dict:
         return {name: t.state_dict() for name, t in self.terms.items() if hasattr(t, "state_dict")}
 

@@ -19,6 +19,7 @@ from batonlab.env.scene import Scene
 from batonlab.env.terminations import TerminationManager
 from batonlab.env.terms import build_term
 from batonlab.sim import make_backend
+from batonlab.terrain import TerrainState
 
 
 class BatonEnv:
@@ -53,6 +54,8 @@ class BatonEnv:
         self.default_qpos = self.scene.default_qpos.to(self.device)
         self.reset_qpos = self.default_qpos.repeat(self.num_envs, 1)
         self.reset_qvel = torch.zeros(self.num_envs, self.scene.model.nv, device=self.device)
+        # Each env's terrain tile (a single tile at the origin when the scene has no terrain grid).
+        self.terrain = TerrainState(self.scene.terrain, self.num_envs, self.device, self.generator)
         self.extras: dict = {"log": {}}
 
         # Managers; observations come last because their terms read the others' buffers.

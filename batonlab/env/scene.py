@@ -9,6 +9,7 @@ import torch
 
 from batonlab.env.cfg import SceneCfg, SimCfg
 from batonlab.robots.assets import compile_spec
+from batonlab.terrain import Terrain, build_terrain
 
 _HINGE_OR_SLIDE = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
 
@@ -18,6 +19,7 @@ class Scene:
 
     def __init__(self, cfg: SceneCfg, sim: SimCfg):
         spec = cfg.build()
+        self.terrain: Terrain | None = build_terrain(cfg.terrain, spec) if cfg.terrain is not None else None
         spec.option.timestep = sim.physics_dt
         self.model: mujoco.MjModel = compile_spec(spec)
         m = self.model

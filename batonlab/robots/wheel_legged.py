@@ -11,7 +11,7 @@ from __future__ import annotations
 import mujoco
 
 from batonlab.robots.arm6 import ARM_JOINTS, GRIPPER_JOINT, attach_arm6
-from batonlab.robots.assets import load_spec
+from batonlab.robots.assets import compile_spec, load_spec
 
 LEG_JOINTS: tuple[str, ...] = ("left_hip_pitch", "left_knee_pitch", "right_hip_pitch", "right_knee_pitch")
 """Position-controlled leg joints, in policy order."""
@@ -70,7 +70,7 @@ def make_wheel_legged_spec(with_arm: bool = True) -> mujoco.MjSpec:
 
 def home_pose(with_arm: bool = True) -> dict[str, float]:
     """Joint positions of the `home` keyframe by joint name (legs, wheels, stowed arm) [rad or m]."""
-    model = make_wheel_legged_spec(with_arm).compile()
+    model = compile_spec(make_wheel_legged_spec(with_arm))
     key = model.key("home")
     return {
         model.joint(j).name: float(key.qpos[model.jnt_qposadr[j]])
@@ -93,7 +93,7 @@ _CONTACT_REDUCE_NETFORCE = 3
 
 def _extend_home_key(spec: mujoco.MjSpec) -> None:
     """Rewrite the `home` key for the composed model: robot part unchanged, arm stowed."""
-    model = spec.compile()
+    model = compile_spec(spec)
     key = spec.key("home")
     robot_qpos = list(key.qpos)
     qpos = list(model.qpos0)
