@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
 # Set up batonlab on a fresh Debian/Ubuntu machine: system GL libraries for offscreen rendering,
-# a virtualenv in .venv with the pinned CPU torch, batonlab (editable) and the test tools.
+# a virtualenv in .venv with the pinned CPU torch, batonlab (editable), the test tools, ROS 2 Jazzy's
+# rclpy + messages from PyPI and colcon (for deploy_ros).
 # Idempotent: re-running only installs what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,5 +24,7 @@ $PIP install -q --upgrade pip
 # torch first and pinned: an unpinned torch would pull a multi-GB CUDA build.
 $PIP install -q "torch==2.13.0"
 echo "torch==2.13.0" > .venv/constraints.txt
-$PIP install -q -c .venv/constraints.txt -e ".[test]"
+$PIP install -q -c .venv/constraints.txt -e ".[test,ros]"
+# colcon builds and tests the deploy_ros ament package (rclpy and messages come from the `ros` extra).
+$PIP install -q -c .venv/constraints.txt "colcon-core>=0.17" "colcon-ros>=0.5" "colcon-test-result>=0.3"
 echo "batonlab set up in .venv (activate with: . .venv/bin/activate)"

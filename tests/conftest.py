@@ -60,3 +60,14 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def arm_reach_policy(tmp_path_factory):
+    """arm_reach trained briefly (1024 envs × 60 iterations, ~90 s on 2 idle cores) and exported, once per session.
+
+    Returns `ros.training.TrainedPolicy` (export folder + the torch inference policy `play` runs).
+    """
+    from ros.training import train_and_export
+
+    return train_and_export(tmp_path_factory.mktemp("arm_reach_policy") / "exported")

@@ -14,6 +14,7 @@ commands:
   train task=NAME          train with rsl-rl PPO (resume=true continues the latest run)
   play task=NAME           evaluate a checkpoint: success rate over play.num_episodes, and an MP4
   export task=NAME         write policy.onnx + manifest.json for deployment
+  deploy [--sim] PATH      check an export; --sim runs it sim-to-sim over ROS 2 (PATH: export, checkpoint or run)
 
 examples:
   batonlab train task=arm_reach env.num_envs=512 agent.algorithm.learning_rate=3e-4 seed=1
@@ -48,7 +49,13 @@ def _export(args: list[str]) -> int:
     return export.run(build_invocation(args, play=True))
 
 
-COMMANDS = {"list": _list, "train": _train, "play": _play, "export": _export}
+def _deploy(args: list[str]) -> int:
+    from batonlab.cli import deploy
+
+    return deploy.run(args)
+
+
+COMMANDS = {"list": _list, "train": _train, "play": _play, "export": _export, "deploy": _deploy}
 """Subcommands; later subsystems (deploy, replay, bag) add theirs here."""
 
 

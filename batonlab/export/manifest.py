@@ -11,6 +11,7 @@ import hashlib
 import json
 from pathlib import Path
 
+import mujoco
 import numpy as np
 
 import batonlab
@@ -67,6 +68,9 @@ def build_manifest(env: BatonEnv, task: str, obs_group: str = "policy", training
         for t in layout
     ]
     commands = {name: {"type": type(c).__name__, "dim": c.dim} for name, c in env.command_manager.terms.items()}
+    # Default pose of every 1-DoF joint, for observation terms that read joints the policy does not command.
+    scalar = [j for j in range(model.njnt) if int(model.jnt_type[j]) in (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))]
+    default_joint_pos = {model.joint(j).name: float(env.default_qpos[int(model.jnt_qposadr[j])]) for j in scalar}
     return {
         "schema_version": SCHEMA_VERSION,
         "batonlab_version": batonlab.__version__,
@@ -96,6 +100,7 @@ def build_manifest(env: BatonEnv, task: str, obs_group: str = "policy", training
         "actions": actions,
         "observations": {"group": obs_group, "terms": terms},
         "commands": commands,
+        "default_joint_pos": default_joint_pos,
         "training_config": training_config or {},
     }
 

@@ -1,0 +1,158 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""`batonlab deploy`: check an export, or run it sim-to-sim over ROS 2 on this machine.
+
+    batonlab deploy EXPORT_DIR                      validate manifest.json + policy.onnx, print the contract
+    batonlab deploy --sim CHECKPOINT_OR_EXPORT_DIR  sim_robot_node + policy_node over ROS 2 (loopback DDS)
+
+A checkpoint (`model_*.pt`) or a run folder is exported first (next to it, in `exported/`). The two
+nodes run as child processes, like `ros2 launch deploy_ros sim_to_sim.launch.py` would start them;
+this needs rclpy (`pip install batonlab[ros]` or a sourced ROS 2) but not the launch tools.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from batonlab.cli.common import CliError
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEPLOY_ROS_DIR = REPO_ROOT / "deploy_ros"
+"""The ament package in this checkout (its python module is run in place when it is not installed)."""
+LOOPBACK_PROFILE = DEPLOY_ROS_DIR / "config" / "fastdds_loopback.xml"
+SIM_CONFIG = DEPLOY_ROS_DIR / "config" / "sim_to_sim.yaml"
+
+
+def ros_environment(domain_id: int, loopback: bool = True, base: dict | None = None) -> dict[str, str]:
+    """Environment for ROS 2 child processes: a DDS domain, Fast DDS on 127.0.0.1 only, deploy_ros importable."""
+    env = dict(os.environ if base is None else base)
+    env["ROS_DOMAIN_ID"] = str(domain_id)
+    env.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
+    if loopback:
+        env["FASTDDS_DEFAULT_PROFILES_FILE"] = str(LOOPBACK_PROFILE)
+        env["FASTRTPS_DEFAULT_PROFILES_FILE"] = str(LOOPBACK_PROFILE)
+        env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(DEPLOY_ROS_DIR), env.get("PYTHONPATH", "")) if p)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def node_command(node: str, params_files=(), params: dict | None = None) -> list[str]:
+    """`python -m deploy_ros.<node> --ros-args ...` with parameter files and `-p name:=value` overrides."""
+    cmd = [sys.executable, "-m", f"deploy_ros.{node}", "--ros-args"]
+    for f in params_files:
+        cmd += ["--params-file", str(f)]
+    for name, value in (params or {}).items():
+        text = json.dumps(value) if isinstance(value, (list, bool)) else str(value)
+        cmd += ["-p", f"{name}:={text}"]
+    return cmd
+
+
+def stop(process: subprocess.Popen, timeout: float = 10.0) -> int:
+    """SIGINT (a clean ROS shutdown), then SIGKILL if it hangs; returns the exit code."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    return process.returncode
+
+
+def resolve_export(target: Path, task: str | None) -> Path:
+    """An export folder for `target`: itself, or a fresh export of a checkpoint / run folder."""
+    if (target / "manifest.json").is_file():
+        return target
+    if target.is_file() and target.name == "manifest.json":
+        return target.parent
+    if target.is_file() and target.suffix == ".pt":
+        run_dir, ckpt = target.parent, target
+    elif target.is_dir():
+        run_dir, ckpt = target, None
+    else:
+        raise CliError(f"{target} is neither an export folder, a checkpoint nor a run folder")
+    if task is None:
+        config = run_dir / "config.yaml"
+        if not config.is_file():
+            raise CliError(f"cannot tell the task of {target}; pass --task")
+        import yaml
+
+        task = yaml.safe_load(config.read_text()).get("task_name")
+    from batonlab.cli import export
+    from batonlab.cli.common import build_invocation
+
+    out_dir = run_dir / "exported"
+    args = [f"task={task}", f"run_dir={run_dir}", f"export.out_dir={out_dir}"] + ([f"checkpoint={ckpt}"] if ckpt else [])
+    export.run(build_invocation(args, play=True))
+    return out_dir
+
+
+def run_sim_to_sim(export_dir: Path, task: str, seed: int = 0, num_episodes: int = 0, domain_id: int = 42,
+                   results_file: Path | None = None, policy_params: dict | None = None, loopback: bool = True,
+                   timeout_s: float | None = None) -> dict | None:
+    """Start sim_robot_node and policy_node; wait for `num_episodes` (or Ctrl-C); return the summary."""
+    env = ros_environment(domain_id, loopback)
+    results_file = results_file or (export_dir / "sim_to_sim" / f"results_seed{seed}.json")
+    results_file.unlink(missing_ok=True)
+    sim = subprocess.Popen(
+        node_command("sim_robot_node", [SIM_CONFIG], {"task": task, "seed": seed, "num_episodes": num_episodes,
+                                                      "results_file": str(results_file)}), env=env)
+    policy = subprocess.Popen(
+        node_command("policy_node", [SIM_CONFIG], {"manifest": str(export_dir), **(policy_params or {})}), env=env)
+    start = time.monotonic()
+    try:
+        while sim.poll() is None:
+            if policy.poll() is not None:
+                raise CliError(f"policy_node exited with code {policy.returncode}")
+            if timeout_s is not None and time.monotonic() - start > timeout_s:
+                raise CliError(f"sim-to-sim did not finish {num_episodes} episodes in {timeout_s:.0f} s")
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stop(policy)
+        stop(sim)
+    if results_file.is_file():
+        return json.loads(results_file.read_text())
+    return None
+
+
+def run(args: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="batonlab deploy", description=__doc__.split("\n\n")[0])
+    parser.add_argument("target", type=Path, help="export folder, checkpoint (model_*.pt) or run folder")
+    parser.add_argument("--sim", action="store_true", help="run sim-to-sim over ROS 2 (sim_robot_node + policy_node)")
+    parser.add_argument("--task", default=None, help="task name (default: from the manifest or the run's config.yaml)")
+    parser.add_argument("--seed", type=int, default=0, help="episode i starts from seed + i")
+    parser.add_argument("--episodes", type=int, default=0, help="stop after this many episodes (0: run until Ctrl-C)")
+    parser.add_argument("--domain-id", type=int, default=int(os.environ.get("ROS_DOMAIN_ID", 42)))
+    parser.add_argument("--results", type=Path, default=None, help="JSON summary of the episodes")
+    parser.add_argument("--no-loopback", action="store_true", help="use the default DDS transports instead of 127.0.0.1")
+    ns = parser.parse_args(args)
+
+    export_dir = resolve_export(ns.target.resolve(), ns.task)
+    from batonlab.deploy import ManifestError, load_manifest
+
+    try:
+        manifest = load_manifest(export_dir)
+    except ManifestError as err:
+        raise CliError(str(err)) from None
+    print(f"[batonlab] {export_dir}: task {manifest.task}, {manifest.obs_dim} observations -> {manifest.action_dim} actions "
+          f"at {manifest.control_rate_hz:.0f} Hz; joints {list(manifest.joint_names)}; "
+          f"terms {[t.name for t in manifest.obs_terms]}")
+    if not ns.sim:
+        print("[batonlab] manifest and policy.onnx are consistent; on a robot: "
+              f"ros2 launch deploy_ros policy.launch.py export:={export_dir}")
+        return 0
+    summary = run_sim_to_sim(export_dir, ns.task or manifest.task, ns.seed, ns.episodes, ns.domain_id, ns.results,
+                             loopback=not ns.no_loopback)
+    if summary:
+        print(f"[batonlab] sim-to-sim over ROS 2: success rate {summary['success_rate']:.3f} over "
+              f"{summary['num_episodes']} episodes (seeds {ns.seed}..{ns.seed + summary['num_episodes'] - 1})")
+    return 0

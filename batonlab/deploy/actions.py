@@ -1,0 +1,33 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Raw policy output → joint targets, as the training action terms computed them."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from batonlab.deploy.manifest import Manifest
+
+POSITION, VELOCITY, EFFORT = "position", "velocity", "effort"
+"""What a joint's target is: a PD position target [rad or m], a velocity [rad/s] or a torque [N·m]."""
+
+_KIND = {"joint_position": POSITION, "joint_velocity": VELOCITY, "joint_effort": EFFORT}
+
+
+class ActionProcessor:
+    """`target = offset + scale * clip(raw)` per action term, concatenated in policy order."""
+
+    def __init__(self, manifest: Manifest):
+        self.scale = np.concatenate([a.scale for a in manifest.actions])
+        self.offset = np.concatenate([a.offset for a in manifest.actions])
+        low, high = [], []
+        for a in manifest.actions:
+            lo, hi = a.clip if a.clip is not None else (-np.inf, np.inf)
+            low += [lo] * len(a.joints)
+            high += [hi] * len(a.joints)
+        self.clip_low, self.clip_high = np.array(low), np.array(high)
+        self.kinds = tuple(_KIND[a.type] for a in manifest.actions for _ in a.joints)
+        """Per joint: POSITION, VELOCITY or EFFORT."""
+
+    def __call__(self, raw: np.ndarray) -> np.ndarray:
+        """(action_dim,) raw action → (action_dim,) float64 targets."""
+        return self.offset + self.scale * np.clip(raw, self.clip_low, self.clip_high)

@@ -1,0 +1,195 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The policy input, rebuilt on the robot exactly as training built it.
+
+Each training observation function named in the manifest (`func`, "module:qualname") maps to a
+numpy twin here, by name; a manifest naming a function without a twin is refused. Processing is
+training's, minus the noise: value → clip → scale → history (oldest frame first; after a reset the
+history is filled with the current frame).
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from batonlab.deploy.manifest import Manifest, ManifestError, ObsTermSpec
+
+
+@dataclass
+class RobotInputs:
+    """The latest inputs, as the observation terms read them.
+
+    Attributes:
+        joint_pos: (num_joints,) positions of `JointMap.needed`, in that order [rad or m].
+        joint_vel: (num_joints,) velocities [rad/s or m/s].
+        vectors: sensor readings and commands by name (e.g. "ee_pos_b", "ee_target").
+        last_action: (action_dim,) raw policy output of the previous step.
+    """
+
+    joint_pos: np.ndarray
+    joint_vel: np.ndarray
+    vectors: dict[str, np.ndarray]
+    last_action: np.ndarray
+
+
+@dataclass
+class ObsContext:
+    """What terms need to know when they are built; collects the joints and inputs they read."""
+
+    manifest: Manifest
+    joints: list[str] = field(default_factory=list)
+    """Joints read by any term or commanded by the policy, in first-use order (action joints first)."""
+    sensors: dict[str, int] = field(default_factory=dict)
+    """Sensor inputs by name → width."""
+    commands: dict[str, int] = field(default_factory=dict)
+    """Command inputs by name → width."""
+    uses_joint_vel: bool = False
+
+    def __post_init__(self):
+        self.joint_index(self.manifest.joint_names)
+
+    def joint_index(self, names) -> np.ndarray:
+        for name in names:
+            if name not in self.joints:
+                self.joints.append(name)
+        return np.array([self.joints.index(n) for n in names], dtype=np.intp)
+
+    def default_pos(self, names) -> np.ndarray:
+        missing = [n for n in names if n not in self.manifest.default_joint_pos]
+        if missing:
+            raise ManifestError(f"the manifest has no default position for joints {missing}")
+        return np.array([self.manifest.default_joint_pos[n] for n in names])
+
+
+# Terms: numpy twins of the training functions in batonlab.env.mdp.
+
+
+class JointPosRel:
+    """`mdp.joint_pos_rel`: joint positions minus the default pose [rad or m]."""
+
+    def __init__(self, ctx: ObsContext, joints):
+        self.idx = ctx.joint_index(joints)
+        self.default = ctx.default_pos(joints)
+        self.size = len(joints)
+
+    def __call__(self, inputs: RobotInputs) -> np.ndarray:
+        return inputs.joint_pos[self.idx] - self.default
+
+
+class JointVel:
+    """`mdp.joint_vel`: joint velocities [rad/s or m/s]."""
+
+    def __init__(self, ctx: ObsContext, joints):
+        self.idx = ctx.joint_index(joints)
+        ctx.uses_joint_vel = True
+        self.size = len(joints)
+
+    def __call__(self, inputs: RobotInputs) -> np.ndarray:
+        return inputs.joint_vel[self.idx]
+
+
+class LastAction:
+    """`mdp.last_action`: the raw policy output of the previous step."""
+
+    def __init__(self, ctx: ObsContext):
+        self.size = ctx.manifest.action_dim
+
+    def __call__(self, inputs: RobotInputs) -> np.ndarray:
+        return inputs.last_action
+
+
+class GeneratedCommand:
+    """`mdp.generated_command`: a command input (target, velocity) received from outside."""
+
+    def __init__(self, ctx: ObsContext, command: str):
+        if command not in ctx.manifest.commands:
+            raise ManifestError(f"observation reads command '{command}', which the manifest does not list")
+        self.name = command
+        self.size = ctx.commands[command] = ctx.manifest.commands[command]["dim"]
+
+    def __call__(self, inputs: RobotInputs) -> np.ndarray:
+        return inputs.vectors[self.name]
+
+
+class Sensor:
+    """`mdp.sensor`: a named sensor reading received from outside (e.g. the tool point in the base frame)."""
+
+    def __init__(self, ctx: ObsContext, name: str, size: int):
+        self.name = name
+        self.size = ctx.sensors[name] = size
+
+    def __call__(self, inputs: RobotInputs) -> np.ndarray:
+        return inputs.vectors[self.name]
+
+
+OBS_FUNCS: dict[str, type] = {
+    "batonlab.env.mdp:joint_pos_rel": JointPosRel,
+    "batonlab.env.mdp:joint_vel": JointVel,
+    "batonlab.env.mdp:last_action": LastAction,
+    "batonlab.env.mdp:generated_command": GeneratedCommand,
+    "batonlab.env.mdp:sensor": Sensor,
+}
+"""Training function → numpy twin. A term is added here together with a parity test."""
+
+
+def build_term(ctx: ObsContext, spec: ObsTermSpec):
+    """The numpy twin of one manifest term, with its parameters checked."""
+    cls = OBS_FUNCS.get(spec.func)
+    if cls is None:
+        raise ManifestError(
+            f"observation term '{spec.name}' uses {spec.func}, which batonlab.deploy cannot compute on the robot; "
+            f"supported functions: {sorted(OBS_FUNCS)}"
+        )
+    params = dict(spec.params)
+    if cls is Sensor:
+        params["size"] = spec.size
+    try:
+        inspect.signature(cls.__init__).bind(None, ctx, **params)
+    except TypeError as err:
+        raise ManifestError(f"observation term '{spec.name}' ({spec.func}): bad params {spec.params}: {err}") from None
+    term = cls(ctx, **params)
+    if term.size != spec.size:
+        raise ManifestError(f"observation term '{spec.name}' has size {spec.size} in the manifest, the robot side computes {term.size}")
+    return term
+
+
+class ObservationBuilder:
+    """Assembles the (obs_dim,) float32 policy input from `RobotInputs`."""
+
+    def __init__(self, manifest: Manifest, ctx: ObsContext | None = None):
+        self.manifest = manifest
+        self.ctx = ctx or ObsContext(manifest)
+        self.specs = manifest.obs_terms
+        self.terms = [build_term(self.ctx, spec) for spec in self.specs]
+        self.history = [np.zeros((s.history_length, s.size)) if s.history_length > 0 else None for s in self.specs]
+        self.obs = np.zeros(manifest.obs_dim, dtype=np.float32)
+        self._slices = []
+        start = 0
+        for spec in self.specs:
+            self._slices.append(slice(start, start + spec.width))
+            start += spec.width
+        self._fresh = True
+
+    def reset(self) -> None:
+        """Forget the history: the next frame fills it, as after an episode reset in training."""
+        self._fresh = True
+
+    def compute(self, inputs: RobotInputs) -> np.ndarray:
+        """One policy input; advances the history by one frame. Returns a view that the next call overwrites."""
+        for spec, term, history, cols in zip(self.specs, self.terms, self.history, self._slices):
+            value = np.asarray(term(inputs), dtype=np.float64)
+            if spec.clip is not None:
+                value = np.clip(value, spec.clip[0], spec.clip[1])
+            value = value * spec.scale
+            if history is not None:
+                if self._fresh:
+                    history[:] = value
+                else:
+                    history[:-1] = history[1:]
+                    history[-1] = value
+                value = history.reshape(-1)
+            self.obs[cols] = value
+        self._fresh = False
+        return self.obs

@@ -1,0 +1,121 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The deploy runtime against training: observation parity, joints by name, ONNX parity, a full step."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from batonlab.deploy import DeployRuntime, JointMismatchError, ObservationBuilder, RobotInputs, SafetyCfg, State
+from batonlab.deploy import load_manifest, parse_manifest
+from batonlab.env.env import BatonEnv
+from batonlab.export.manifest import build_manifest
+from batonlab.tasks import make_task_cfg
+from ros.exports import arm_reach_manifest, make_export
+
+
+def _inputs_from_env(env: BatonEnv, joints, i: int = 0) -> RobotInputs:
+    """What a robot would report, read from world i of the training env."""
+    qadr, dadr = env.scene.qpos_adr(joints), env.scene.dof_adr(joints)
+    return RobotInputs(
+        joint_pos=env.sim.qpos[i, qadr].double().numpy(),
+        joint_vel=env.sim.qvel[i, dadr].double().numpy(),
+        vectors={"ee_pos_b": env.sim.sensor("ee_pos_b")[i].numpy(), "ee_target": env.command_manager.command("ee_target")[i].numpy()},
+        last_action=env.action_manager.action[i].numpy().copy(),
+    )
+
+
+@pytest.mark.parametrize("variant", ["arm_reach", "history_and_clip"])
+def test_observation_matches_training_step_by_step(variant):
+    cfg = make_task_cfg("arm_reach", play=True)
+    cfg.num_envs = 2
+    cfg.episode_length_s = 1.0  # a reset inside the rollout: history refills from the current frame
+    if variant == "history_and_clip":
+        cfg.observations["policy"].terms["joint_pos"].history_length = 3
+        cfg.observations["policy"].terms["joint_vel"].clip = (-1.0, 1.0)
+        cfg.observations["policy"].terms["last_action"].history_length = 2
+    env = BatonEnv(cfg)
+    builder = ObservationBuilder(parse_manifest(build_manifest(env, "arm_reach")))
+    obs, _ = env.reset()
+    generator = torch.Generator().manual_seed(0)
+    worst, resets = 0.0, 0
+    for _ in range(120):
+        deployed = builder.compute(_inputs_from_env(env, builder.ctx.joints))
+        worst = max(worst, float(np.abs(deployed - obs["policy"][0].numpy()).max()))
+        obs, _, terminated, truncated, _ = env.step(2.0 * torch.randn(2, 6, generator=generator))
+        if terminated[0] or truncated[0]:
+            builder.reset()
+            resets += 1
+    env.close()
+    assert resets >= 2
+    assert worst < 1e-5
+
+
+def test_joints_are_matched_by_name_not_order():
+    rt = DeployRuntime(parse_manifest(arm_reach_manifest()), ignored_joints=["finger_left", "finger_right"], policy=lambda o: o[:6])
+    names = list(rt.joint_names)
+    rt.set_joint_state(names, np.arange(6.0), np.arange(6.0) * 10, 0.0)
+    in_order = rt.inputs.joint_pos.copy()
+    shuffled = ["finger_right", *reversed(names), "finger_left"]
+    rt.set_joint_state(shuffled, np.array([9.0, *np.arange(6.0)[::-1], 9.0]), np.zeros(8), 0.0)
+    np.testing.assert_array_equal(rt.inputs.joint_pos, in_order)
+
+
+def test_missing_or_extra_joints_refuse_with_their_names():
+    rt = DeployRuntime(parse_manifest(arm_reach_manifest()), policy=lambda o: o[:6])
+    names = list(rt.joint_names)
+    with pytest.raises(JointMismatchError, match=r"missing joints \['wrist_roll'\]"):
+        rt.set_joint_state(names[:-1], np.zeros(5), np.zeros(5), 0.0)
+    with pytest.raises(JointMismatchError, match=r"unexpected joints \['finger_left'\].*ignored_joints"):
+        rt.set_joint_state(names + ["finger_left"], np.zeros(7), np.zeros(7), 0.0)
+    renamed = ["arm_" + n for n in names]
+    with pytest.raises(JointMismatchError) as err:
+        rt.set_joint_state(renamed, np.zeros(6), np.zeros(6), 0.0)
+    assert "missing joints ['shoulder_yaw'" in str(err.value) and "unexpected joints ['arm_shoulder_yaw'" in str(err.value)
+    assert rt.joint_stamp is None, "nothing was accepted"
+
+
+def test_exported_onnx_matches_the_torch_policy(tmp_path):
+    from batonlab.export.onnx import export
+    from batonlab.rl.runner import BatonRunner
+    from batonlab.rl.vecenv import RslRlVecEnv
+    from batonlab.tasks import make_agent_cfg
+
+    torch.manual_seed(0)
+    cfg = make_task_cfg("arm_reach", play=True)
+    cfg.num_envs = 8
+    env = BatonEnv(cfg)
+    agent = make_agent_cfg("arm_reach")
+    agent.num_steps_per_env = 8
+    runner = BatonRunner(RslRlVecEnv(env), agent)
+    runner.learn(1, progress=False)  # the normaliser has statistics of its own
+    policy = runner.inference_policy()
+    export(env, policy, tmp_path, "arm_reach")
+    rt = DeployRuntime(load_manifest(tmp_path), ignored_joints=["finger_left", "finger_right"])
+    obs, _ = env.reset()
+    for _ in range(3):
+        with torch.inference_mode():
+            expected = policy(obs).numpy()
+        for i in range(cfg.num_envs):
+            np.testing.assert_allclose(rt.policy(obs["policy"][i].numpy()), expected[i], atol=1e-5, rtol=1e-5)
+        obs, *_ = env.step(torch.as_tensor(expected))
+    env.close()
+
+
+def test_a_full_step_turns_robot_inputs_into_clamped_targets(tmp_path):
+    manifest = load_manifest(make_export(tmp_path, bias=np.full(6, 10.0)))  # a policy that asks far too much
+    rt = DeployRuntime(manifest, SafetyCfg(ramp_time_s=0.0, max_joint_velocity=1e3), ignored_joints=["finger_left", "finger_right"])
+    names = [*manifest.joint_names, "finger_left", "finger_right"]
+    q = np.array([*manifest.default_pos, 0.02, 0.02])
+    rt.set_joint_state(names, q, np.zeros(8), 0.0)
+    rt.set_vector("ee_pos_b", [0.3, 0.0, 0.3], 0.0)
+    rt.set_vector("ee_target", [0.4, 0.0, 0.3], 0.0)
+    result = rt.step(0.0)
+    assert result.state is State.RUN
+    np.testing.assert_allclose(result.raw_action, 10.0)
+    expected_unclamped = manifest.default_pos + 0.5 * 10.0
+    torque_room = manifest.torque_limits / manifest.kp
+    np.testing.assert_allclose(result.command, np.minimum(np.minimum(expected_unclamped, manifest.default_pos + torque_room),
+                                                          manifest.pos_limits[:, 1]))
+    assert (result.command <= manifest.pos_limits[:, 1]).all()
