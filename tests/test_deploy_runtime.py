@@ -76,33 +76,6 @@ def test_missing_or_extra_joints_refuse_with_their_names():
     assert rt.joint_stamp is None, "nothing was accepted"
 
 
-def test_exported_onnx_matches_the_torch_policy(tmp_path):
-    from batonlab.export.onnx import export
-    from batonlab.rl.runner import BatonRunner
-    from batonlab.rl.vecenv import RslRlVecEnv
-    from batonlab.tasks import make_agent_cfg
-
-    torch.manual_seed(0)
-    cfg = make_task_cfg("arm_reach", play=True)
-    cfg.num_envs = 8
-    env = BatonEnv(cfg)
-    agent = make_agent_cfg("arm_reach")
-    agent.num_steps_per_env = 8
-    runner = BatonRunner(RslRlVecEnv(env), agent)
-    runner.learn(1, progress=False)  # the normaliser has statistics of its own
-    policy = runner.inference_policy()
-    export(env, policy, tmp_path, "arm_reach")
-    rt = DeployRuntime(load_manifest(tmp_path), ignored_joints=["finger_left", "finger_right"])
-    obs, _ = env.reset()
-    for _ in range(3):
-        with torch.inference_mode():
-            expected = policy(obs).numpy()
-        for i in range(cfg.num_envs):
-            np.testing.assert_allclose(rt.policy(obs["policy"][i].numpy()), expected[i], atol=1e-5, rtol=1e-5)
-        obs, *_ = env.step(torch.as_tensor(expected))
-    env.close()
-
-
 def test_a_full_step_turns_robot_inputs_into_clamped_targets(tmp_path):
     manifest = load_manifest(make_export(tmp_path, bias=np.full(6, 10.0)))  # a policy that asks far too much
     rt = DeployRuntime(manifest, SafetyCfg(ramp_time_s=0.0, max_joint_velocity=1e3), ignored_joints=["finger_left", "finger_right"])

@@ -9,6 +9,7 @@ import json
 
 import numpy as np
 import pytest
+import torch
 
 from batonlab.deploy import DeployRuntime, SafetyCfg, State, load_manifest
 from batonlab.env.env import BatonEnv
@@ -20,6 +21,7 @@ SEEDS = range(1000, 1016)
 
 @pytest.mark.slow
 def test_deploy_runtime_in_the_loop_matches_play(arm_reach_policy):
+    """The runtime (obs from robot inputs, ONNX, safety filter) drives the training env directly."""
     from ros.training import play_on_seeds, seed_episode
 
     manifest = load_manifest(arm_reach_policy.export_dir)
@@ -30,7 +32,7 @@ def test_deploy_runtime_in_the_loop_matches_play(arm_reach_policy):
     qadr, dadr = env.scene.qpos_adr(joints), env.scene.dof_adr(joints)
     scale = np.concatenate([a.scale for a in manifest.actions])
     offset = np.concatenate([a.offset for a in manifest.actions])
-    successes = []
+    successes, worst_action_error = [], 0.0
     for seed in SEEDS:
         runtime = DeployRuntime(manifest, SafetyCfg(ramp_time_s=0.0, max_joint_velocity=6.0),
                                 ignored_joints=["finger_left", "finger_right"])
@@ -43,13 +45,15 @@ def test_deploy_runtime_in_the_loop_matches_play(arm_reach_policy):
             runtime.set_vector("ee_target", env.command_manager.command("ee_target")[0].numpy(), now)
             result = runtime.step(now)
             assert result.state is State.RUN, result.reason
-            import torch
-
+            with torch.inference_mode():
+                expected = arm_reach_policy.policy(env.obs)[0].numpy()
+            worst_action_error = max(worst_action_error, float(np.abs(result.raw_action - expected).max()))
             # The env re-applies scale and offset: hand it the raw action that gives the filtered targets.
             _, _, terminated, truncated, extras = env.step(torch.as_tensor((result.command - offset) / scale, dtype=torch.float32)[None])
         assert bool(truncated[0])
         successes.append(bool(extras["success"][0]))
     env.close()
+    assert worst_action_error < 1e-4, "observation assembly + ONNX must reproduce the torch policy's actions"
     deployed = float(np.mean(successes))
     play = float(np.mean(play_on_seeds(arm_reach_policy.policy, SEEDS)))
     print(f"\n[sim2sim] in-process deploy runtime: {deployed:.3f}, play: {play:.3f} over {len(SEEDS)} seeded episodes")

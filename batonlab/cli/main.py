@@ -15,12 +15,30 @@ commands:
   play task=NAME           evaluate a checkpoint: success rate over play.num_episodes, and an MP4
   export task=NAME         write policy.onnx + manifest.json for deployment
   deploy [--sim] PATH      check an export; --sim runs it sim-to-sim over ROS 2 (PATH: export, checkpoint or run)
+  replay BAG [--report DIR]  replay a rosbag2 bag in simulation (open-loop, playback, policy) and report sim vs. log
+  bag info|export BAG      topics, counts, rates and metadata of a bag; export its topics as CSV (--csv DIR)
 
 examples:
   batonlab train task=arm_reach env.num_envs=512 agent.algorithm.learning_rate=3e-4 seed=1
   batonlab play task=arm_reach play.num_episodes=200
   batonlab export task=arm_reach
+  batonlab play task=arm_reach record=bags/          # also: --record bags/
+  batonlab replay bags/arm_reach_<time>_ep000 --report report/
 """
+
+
+def _hydra_flags(args: list[str]) -> list[str]:
+    """`--record DIR` / `--record=DIR` → `record=DIR`, the hydra form of the top-level option."""
+    out, i = [], 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--record" and i + 1 < len(args):
+            out.append(f"record={args[i + 1]}")
+            i += 2
+            continue
+        out.append("record=" + arg.split("=", 1)[1] if arg.startswith("--record=") else arg)
+        i += 1
+    return out
 
 
 def _list(_: list[str]) -> int:
@@ -40,7 +58,7 @@ def _train(args: list[str]) -> int:
 def _play(args: list[str]) -> int:
     from batonlab.cli import play
 
-    return play.run(build_invocation(args, play=True))
+    return play.run(build_invocation(_hydra_flags(args), play=True))
 
 
 def _export(args: list[str]) -> int:
@@ -55,7 +73,20 @@ def _deploy(args: list[str]) -> int:
     return deploy.run(args)
 
 
-COMMANDS = {"list": _list, "train": _train, "play": _play, "export": _export, "deploy": _deploy}
+def _replay(args: list[str]) -> int:
+    from batonlab.cli import replay
+
+    return replay.run(args)
+
+
+def _bag(args: list[str]) -> int:
+    from batonlab.cli import bag
+
+    return bag.run(args)
+
+
+COMMANDS = {"list": _list, "train": _train, "play": _play, "export": _export, "deploy": _deploy, "replay": _replay,
+            "bag": _bag}
 """Subcommands; later subsystems (deploy, replay, bag) add theirs here."""
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from batonlab.cli.common import Invocation, seed_everything
 from batonlab.cli.policy_loading import load_trained
@@ -19,7 +20,12 @@ def run(inv: Invocation) -> int:
     policy = runner.inference_policy()
     video_ids = tuple(range(min(int(top.play.video_episodes), env.num_envs))) if top.play.video else ()
     size = (int(top.play.video_height), int(top.play.video_width))
-    result = evaluate(env, policy, video_env_ids=video_ids, video_size=size, progress=bool(top.progress))
+    recorder = _recorder(inv, env, run_dir, ckpt) if top.record else None
+    result = evaluate(env, policy, video_env_ids=video_ids, video_size=size, progress=bool(top.progress),
+                      step_callback=recorder)
+    if recorder is not None:
+        bags = recorder.close()
+        print(f"[batonlab] recorded {len(bags)} episodes to {Path(top.record)}: {', '.join(b.name for b in bags)}")
     out = run_dir / "play"
     out.mkdir(parents=True, exist_ok=True)
     metrics = {
@@ -39,3 +45,20 @@ def run(inv: Invocation) -> int:
         print(f"[batonlab] video: {video} ({len(result.frames)} frames)")
     env.close()
     return 0
+
+
+def _recorder(inv: Invocation, env, run_dir: Path, ckpt: Path):
+    """One bag per episode of the first `play.record_episodes` envs, in `record=DIR`."""
+    from batonlab.logs.sim_recorder import EpisodeRecorder
+
+    metadata = {"seed": int(inv.top.seed), "checkpoint": str(ckpt), "run_dir": str(run_dir)}
+    export_dir = run_dir / "exported"
+    manifest_path = export_dir / "manifest.json"
+    if manifest_path.is_file():
+        # The run's export, if it is of this checkpoint: bags then name the manifest a robot would load.
+        from batonlab.export.manifest import sha256_file
+
+        exported = json.loads(manifest_path.read_text())
+        if exported.get("training_config", {}).get("checkpoint") == str(ckpt):
+            metadata.update(manifest_sha256=sha256_file(manifest_path), manifest_source="export", export_dir=str(export_dir))
+    return EpisodeRecorder(env, inv.top.record, int(inv.top.play.record_episodes), inv.task_name, metadata)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -25,14 +26,27 @@ class EvalResult:
     """RGB frames of the recorded episodes, back to back."""
 
 
+StepCallback = Callable[[BatonEnv, object, "torch.Tensor | None", "torch.Tensor | None"], None]
+"""`(env, obs, actions, done)`; see `evaluate`."""
+
+
 @torch.inference_mode()
-def evaluate(env: BatonEnv, policy, video_env_ids: tuple[int, ...] = (), video_size=(240, 320), progress: bool = True) -> EvalResult:
+def evaluate(env: BatonEnv, policy, video_env_ids: tuple[int, ...] = (), video_size=(240, 320), progress: bool = True,
+             step_callback: StepCallback | None = None) -> EvalResult:
     """Run `policy` (TensorDict → actions) until every env has finished one episode.
 
     Every env contributes exactly its first episode, so short (failed) episodes are not
     over-represented. Envs listed in `video_env_ids` are rendered until their episode ends.
+
+    `step_callback(env, obs, actions, done)` (e.g. a `batonlab.logs.EpisodeRecorder`) is called
+    once after the reset with `actions=None, done=None`, then after every `env.step` with the
+    observation the actions were computed from, the actions and the (num_envs,) bool mask of envs
+    whose episode ended. At that point `env.sim.ctrl` still holds the targets applied during the
+    step, and the envs that did not finish are in their next state.
     """
     obs, _ = env.reset()
+    if step_callback is not None:
+        step_callback(env, obs, None, None)
     n = env.num_envs
     finished = torch.zeros(n, dtype=torch.bool, device=env.device)
     successes = torch.zeros(n, dtype=torch.bool, device=env.device)
@@ -46,7 +60,10 @@ def evaluate(env: BatonEnv, policy, video_env_ids: tuple[int, ...] = (), video_s
             for i, frame in zip(recording, env.render(recording, video_size)):
                 per_env_frames[i].append(frame)
         actions = policy(obs)
+        step_obs = obs
         obs, reward, terminated, truncated, extras = env.step(actions)
+        if step_callback is not None:
+            step_callback(env, step_obs, actions, terminated | truncated)
         running += reward
         done = (terminated | truncated) & ~finished
         successes[done] = extras["success"][done]

@@ -106,7 +106,6 @@ class PolicyNode(Node):
             raise RefusedToStart(f"command_joint_order {order} must be a permutation of the policy joints {list(manifest.joint_names)}")
         self.command_joint_order = order
         self._out_idx = np.array([manifest.joint_names.index(n) for n in order])
-        self.fatal: str | None = None
         # The control clock: steady wall time on a robot; the simulator's /clock with use_sim_time.
         self.use_sim_time = bool(self.get_parameter("use_sim_time").value)
         self.control_clock = self.get_clock() if self.use_sim_time else Clock(clock_type=ClockType.STEADY_TIME)
@@ -163,8 +162,7 @@ class PolicyNode(Node):
         try:
             self.runtime.set_joint_state(msg.name, msg.position, msg.velocity, self._now())
         except JointMismatchError as err:
-            self.fatal = str(err)
-            raise RefusedToStart(self.fatal) from None
+            raise RefusedToStart(str(err)) from None
         except InputError as err:
             self.get_logger().warning(f"dropped joint_states: {err}", throttle_duration_sec=1.0)
 
@@ -239,7 +237,7 @@ class PolicyNode(Node):
             self.pub_trajectory.publish(msg)
 
     def _publish_state(self, state: str, reason: str) -> None:
-        status = self.runtime.status(self._now()) if hasattr(self, "runtime") else {}
+        status = self.runtime.status(self._now())
         status.update(state=state, reason=reason)
         self.pub_state.publish(String(data=json.dumps(status)))
 

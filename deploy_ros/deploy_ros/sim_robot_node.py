@@ -120,7 +120,12 @@ class SimRobotNode(Node):
             # A real servo drive rejects such a frame; count it, keep the previous targets.
             self.get_logger().error("received a non-finite joint command", throttle_duration_sec=1.0)
             return
-        self.robot.set_targets(names, values)
+        try:
+            self.robot.set_targets(names, values)
+        except ValueError:
+            self.get_logger().error(f"joint command for unknown joints {list(names)}; the robot takes "
+                                    f"{self.robot.command_joints}", throttle_duration_sec=1.0)
+            return
         self.commands_received += 1
         if self.first_command_time is None:
             self.first_command_time = self.sim_time

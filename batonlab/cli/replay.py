@@ -1,0 +1,125 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""`batonlab replay BAG`: replay a bag in simulation and compare it with the log.
+
+    batonlab replay BAG                               open-loop replay (+ policy re-evaluation if an export is known)
+    batonlab replay BAG --mode open_loop --physics randomized --seed 3
+    batonlab replay BAG --mode playback --video out.mp4
+    batonlab replay BAG --mode policy --policy EXPORT_DIR
+    batonlab replay BAG --report out/                 plots, a video and index.html in out/
+
+Modes: open_loop drives the simulator with the logged joint commands from the logged initial state
+and reports the sim-vs-log RMSE; playback sets the logged joint states kinematically and renders an
+MP4; policy feeds the logged observations to an exported policy and compares its actions with the
+logged ones; all (the default) runs every mode the bag and the arguments allow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from batonlab.cli.common import CliError
+
+MODES = ("all", "open_loop", "playback", "policy")
+
+
+def _size(text: str) -> tuple[int, int]:
+    try:
+        height, width = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"size must be HEIGHTxWIDTH, e.g. 240x320, got {text!r}") from None
+    return height, width
+
+
+def run(args: list[str]) -> int:
+    from batonlab.logs.replay import PHYSICS_MODES
+
+    parser = argparse.ArgumentParser(prog="batonlab replay", description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog=__doc__.split("\n\n", 1)[1])
+    parser.add_argument("bag", type=Path, help="bag folder (metadata.yaml + .mcap) or .mcap file")
+    parser.add_argument("--mode", choices=MODES, default="all")
+    parser.add_argument("--report", type=Path, default=None, metavar="DIR", help="write plots, video and index.html here")
+    parser.add_argument("--video", type=Path, default=None, help="state playback MP4 (default: DIR/playback.mp4 with --report)")
+    parser.add_argument("--policy", type=Path, default=None, metavar="EXPORT_DIR",
+                        help="exported policy (manifest.json + policy.onnx) for re-evaluation; default: the bag's export_dir")
+    parser.add_argument("--physics", choices=PHYSICS_MODES, default="logged",
+                        help="model parameters of the open-loop replay (randomized: a fresh draw of the task's randomisation)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of --physics randomized")
+    parser.add_argument("--task", default=None, help="task name (default: from the bag's metadata)")
+    parser.add_argument("--size", type=_size, default=(240, 320), help="video size HEIGHTxWIDTH")
+    parser.add_argument("--fps", type=float, default=30.0, help="video frame rate")
+    ns = parser.parse_args(args)
+
+    from batonlab.logs.bag_reader import BagError, open_bag
+    from batonlab.logs.replay import reevaluate_policy, replay_open_loop, write_playback
+    from batonlab.logs.report import write_report
+
+    try:
+        log = open_bag(ns.bag)
+    except BagError as err:
+        raise CliError(str(err)) from None
+    for warning in log.warnings:
+        print(f"[batonlab] warning: {warning}", file=sys.stderr)
+    print(f"[batonlab] {ns.bag}: {log.metadata.get('source', 'unknown source')}, task {log.metadata.get('task', ns.task)}, "
+          f"{log.duration_s:.2f} s, topics {sorted(log.topics)}")
+    skipped: dict[str, str] = {}
+    open_loop = policy = None
+    videos: list[Path] = []
+    want = {m: ns.mode in ("all", m) for m in MODES[1:]}
+    try:
+        if want["open_loop"]:
+            try:
+                open_loop = replay_open_loop(log, task=ns.task, physics=ns.physics, seed=ns.seed)
+            except BagError as err:
+                if ns.mode != "all":
+                    raise
+                skipped["open_loop"] = str(err)
+        if open_loop is not None:
+            per_joint = ", ".join(f"{n} {v:.2e}" for n, v in zip(open_loop.joint_names, open_loop.rmse_per_joint))
+            print(f"[batonlab] open-loop ({open_loop.physics} physics, initial state from {open_loop.initial_state}): "
+                  f"RMSE {open_loop.rmse:.3e} rad, max |error| {open_loop.max_abs_error:.3e} over {open_loop.t.size} samples; "
+                  f"per joint: {per_joint}")
+            for note in open_loop.notes:
+                print(f"[batonlab] note: {note}")
+        export_dir = ns.policy or log.metadata.get("export_dir")
+        if want["policy"]:
+            if ns.mode == "all" and (not export_dir or not Path(export_dir, "manifest.json").is_file()):
+                skipped["policy"] = "no exported policy (pass --policy EXPORT_DIR)"
+            else:
+                try:
+                    policy = reevaluate_policy(log, export_dir)
+                except BagError as err:
+                    if ns.mode != "all":
+                        raise
+                    skipped["policy"] = str(err)
+        if policy is not None:
+            target = "" if policy.target_diff is None or not np.isfinite(policy.target_diff).any() else \
+                f", targets max |diff| {np.nanmax(np.abs(policy.target_diff)):.3e}"
+            print(f"[batonlab] policy re-evaluation with {policy.export_dir}: {policy.t.size} steps, "
+                  f"actions max |diff| {policy.max_abs_diff:.3e}{target}")
+        video = ns.video or (ns.report / "playback.mp4" if ns.report else None)
+        if ns.mode == "playback" and video is None:
+            video = Path("playback.mp4")
+        if want["playback"] and video is not None:
+            try:
+                videos = write_playback(log, video, ns.task, ns.size, ns.fps, webm=ns.report is not None)
+                print(f"[batonlab] state playback: {videos[0]}")
+            except BagError as err:
+                if ns.mode != "all":
+                    raise
+                skipped["playback"] = str(err)
+        elif want["playback"]:
+            skipped["playback"] = "no video requested (--video PATH or --report DIR)"
+        if ns.report is not None:
+            in_report = [v for v in videos if v.parent.resolve() == ns.report.resolve()]
+            page = write_report(ns.report, log, open_loop, policy, in_report, skipped)
+            print(f"[batonlab] report: {page}")
+    except BagError as err:
+        raise CliError(str(err)) from None
+    for part, reason in skipped.items():
+        print(f"[batonlab] skipped {part}: {reason}")
+    return 0

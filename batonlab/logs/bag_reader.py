@@ -1,0 +1,650 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Reading rosbag2 bags (MCAP or sqlite3) into numpy arrays, and recovering damaged MCAP files.
+
+`open_bag(path)` returns a `BagLog`: per-topic time series as arrays (joint states, joint
+commands, policy steps, IMU, velocity and task commands), the batonlab metadata and what went
+wrong on the way. Types are always taken from the definitions stored in the bag.
+
+An intact bag is read with rosbags' `AnyReader`. When that fails on an MCAP file (no footer
+after a crash, a file cut mid-chunk, a damaged chunk), the file is scanned record by record and
+everything before the damage is kept, including the complete messages of a cut, uncompressed
+chunk; `BagLog.truncated` and `BagLog.warnings` say what was lost. Anything that is not a bag
+raises `BagError` with a message that says what was expected.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import struct
+import zlib
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from batonlab.deploy.recording import COMMAND_TOPIC_PREFIX, DEFAULT_TOPICS, POLICY_STEP_TYPE, SENSOR_TOPIC_PREFIX
+
+MCAP_MAGIC = b"\x89MCAP0\r\n"
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+class BagError(Exception):
+    """Not a bag, an unreadable bag, or a bag without what the caller needs."""
+
+
+# Per-topic arrays.
+
+
+@dataclass
+class TopicInfo:
+    topic: str
+    msgtype: str
+    count: int
+    first_s: float
+    """Log time of the first message, seconds since the bag's start."""
+    last_s: float
+
+    @property
+    def rate_hz(self) -> float:
+        """Mean message rate over the topic's own span (0 for fewer than two messages)."""
+        span = self.last_s - self.first_s
+        return (self.count - 1) / span if self.count > 1 and span > 0 else 0.0
+
+
+@dataclass
+class JointStates:
+    t: np.ndarray
+    """(N,) log time [s since bag start]."""
+    stamp: np.ndarray
+    """(N,) header stamp [s since bag start]."""
+    names: tuple[str, ...]
+    position: np.ndarray
+    """(N, J) [rad or m]."""
+    velocity: np.ndarray
+    """(N, J) [rad/s or m/s]; NaN where the message had none."""
+    effort: np.ndarray
+    """(N, J) [N·m or N]; NaN where the message had none."""
+
+    def columns(self, names) -> np.ndarray:
+        """Column indices of joint `names` (BagError if one is missing)."""
+        missing = [n for n in names if n not in self.names]
+        if missing:
+            raise BagError(f"joint_states has no joints {missing}; it has {list(self.names)}")
+        return np.array([self.names.index(n) for n in names], dtype=int)
+
+
+@dataclass
+class Vectors:
+    t: np.ndarray
+    """(N,) log time [s since bag start]."""
+    values: np.ndarray
+    """(N, D)."""
+    stamp: np.ndarray | None = None
+    """(N,) header stamps, for stamped messages."""
+
+
+@dataclass
+class ImuSeries:
+    t: np.ndarray
+    orientation_wxyz: np.ndarray
+    """(N, 4)."""
+    angular_velocity: np.ndarray
+    """(N, 3) [rad/s]."""
+    linear_acceleration: np.ndarray
+    """(N, 3) [m/s²]."""
+
+
+@dataclass
+class PolicySteps:
+    t: np.ndarray
+    """(N,) log time [s since bag start]."""
+    step: np.ndarray
+    episode: np.ndarray
+    observation: np.ndarray
+    """(N, obs_dim) float32."""
+    action_raw: np.ndarray
+    """(N, action_dim) float32."""
+    action_filtered: np.ndarray
+    """(N, num_joints) float64; NaN rows where the step sent no command."""
+    safety_state: list[str]
+    safety_reason: list[str]
+    input_stamp: np.ndarray
+    """(N,) header stamp of the joint states each step used [s since bag start]; NaN if not recorded."""
+    compute_time: np.ndarray
+    """(N,) [s]."""
+
+
+@dataclass
+class BagLog:
+    """A bag as arrays. Times are seconds since `start_ns` (the first message's log time)."""
+
+    path: Path
+    start_ns: int
+    end_ns: int
+    metadata: dict[str, Any]
+    """The batonlab metadata (empty for bags batonlab did not write)."""
+    topics: dict[str, TopicInfo]
+    truncated: bool = False
+    warnings: list[str] = field(default_factory=list)
+    joint_states: JointStates | None = None
+    joint_commands: Vectors | None = None
+    policy_steps: PolicySteps | None = None
+    imu: ImuSeries | None = None
+    cmd_vel: Vectors | None = None
+    """(N, 6): linear xyz, angular xyz."""
+    task_commands: dict[str, Vectors] = field(default_factory=dict)
+    """Task commands by name (`/commands/<name>`)."""
+    sensors: dict[str, Vectors] = field(default_factory=dict)
+    """Named sensors the policy reads (`/sensors/<name>`)."""
+    storage: str = "mcap"
+
+    @property
+    def duration_s(self) -> float:
+        return (self.end_ns - self.start_ns) * 1e-9
+
+    @property
+    def command_joint_names(self) -> list[str]:
+        """Joint order of `joint_commands` (metadata, else the joint-state names)."""
+        names = self.metadata.get("command_joint_names") or self.metadata.get("joint_names")
+        if names:
+            return list(names)
+        if self.joint_states is not None and self.joint_commands is not None:
+            if self.joint_commands.values.shape[1] == len(self.joint_states.names):
+                return list(self.joint_states.names)
+        raise BagError(f"{self.path}: the joint order of joint_commands is unknown (no batonlab metadata)")
+
+    def require(self, purpose: str, *roles: str) -> None:
+        """Raise BagError naming the missing topics if any role in `roles` has no messages."""
+        missing = [r for r in roles if _series(self, r) is None]
+        if missing:
+            topics = self.metadata.get("topics", DEFAULT_TOPICS)
+            names = [topics.get(r, DEFAULT_TOPICS.get(r, r)) for r in missing]
+            have = ", ".join(f"{t} ({i.count})" for t, i in sorted(self.topics.items())) or "none"
+            raise BagError(f"{self.path}: {purpose} needs the topic(s) {names}, which the bag does not have "
+                           f"(topics: {have})")
+
+
+def _series(log: BagLog, role: str):
+    if role == "task_commands":
+        return log.task_commands or None
+    return getattr(log, {"policy_step": "policy_steps"}.get(role, role), None)
+
+
+# Opening.
+
+
+@dataclass
+class RawMessage:
+    topic: str
+    msgtype: str
+    log_ns: int
+    msg: Any
+
+
+@dataclass
+class RawBag:
+    """Deserialised messages in log-time order, plus what is known about the bag."""
+
+    path: Path
+    connections: dict[str, str]
+    """topic → message type."""
+    messages: list[RawMessage]
+    metadata_yaml: dict[str, Any]
+    truncated: bool = False
+    warnings: list[str] = field(default_factory=list)
+    storage: str = "mcap"
+
+
+def read_bag(path: str | Path) -> RawBag:
+    """Every message of a bag, deserialised with the types stored in it.
+
+    Raises:
+        BagError: not a bag, or nothing readable in it.
+    """
+    path = Path(path)
+    bag_dir, files, storage, metadata_yaml = _locate(path)
+    if storage == "sqlite3":
+        return _read_anyreader(path, bag_dir, files, storage, metadata_yaml)
+    try:
+        return _read_anyreader(path, bag_dir, files, storage, metadata_yaml)
+    except _AnyReaderFailed as failure:
+        reason = failure.reason
+    messages, connections, truncated, warnings = [], {}, False, []
+    for file in files:
+        result = _scan_mcap(file)
+        messages += result.messages
+        connections.update(result.connections)
+        truncated |= result.truncated
+        warnings += result.warnings
+    if not messages:
+        raise BagError(f"{path}: nothing readable ({'; '.join(warnings) or reason})")
+    messages.sort(key=lambda m: m.log_ns)
+    if not truncated:
+        warnings.append(f"the bag's index could not be read ({reason}); read it by scanning the file")
+    return RawBag(path, connections, messages, metadata_yaml, truncated, warnings, storage)
+
+
+def open_bag(path: str | Path) -> BagLog:
+    """A bag as arrays (see `BagLog`)."""
+    return to_arrays(read_bag(path))
+
+
+class _AnyReaderFailed(Exception):
+    def __init__(self, reason: str):
+        self.reason = reason
+
+
+def _locate(path: Path) -> tuple[Path, list[Path], str, dict]:
+    """(bag folder, storage files, storage id, metadata.yaml contents) for a folder or a file."""
+    if not path.exists():
+        raise BagError(f"{path} does not exist")
+    if path.is_file() and path.name == "metadata.yaml":
+        path = path.parent
+    if path.is_dir():
+        metadata_yaml = _load_metadata_yaml(path / "metadata.yaml")
+        info = metadata_yaml.get("rosbag2_bagfile_information", {})
+        files = [path / f for f in info.get("relative_file_paths", [])]
+        files = [f for f in files if f.is_file()] or sorted(path.glob("*.mcap")) or sorted(path.glob("*.db3"))
+        if not files:
+            raise BagError(f"{path} is not a rosbag2 bag: expected metadata.yaml and .mcap (or .db3) files in it, "
+                           f"found {sorted(p.name for p in path.iterdir())[:10]}")
+        storage = "sqlite3" if files[0].suffix == ".db3" else "mcap"
+        if storage == "mcap":
+            for f in files:
+                _check_magic(f)
+        return path, files, storage, metadata_yaml
+    head = _check_magic(path) if path.suffix != ".db3" else SQLITE_MAGIC
+    storage = "sqlite3" if head == SQLITE_MAGIC else "mcap"
+    metadata_yaml = {}
+    sibling = path.parent / "metadata.yaml"
+    if sibling.is_file():
+        candidate = _load_metadata_yaml(sibling)
+        if path.name in candidate.get("rosbag2_bagfile_information", {}).get("relative_file_paths", []):
+            metadata_yaml = candidate
+    return path.parent, [path], storage, metadata_yaml
+
+
+def _check_magic(file: Path) -> bytes:
+    with open(file, "rb") as f:
+        head = f.read(16)
+    if head.startswith(MCAP_MAGIC) or head == SQLITE_MAGIC:
+        return head[: len(MCAP_MAGIC)] if head.startswith(MCAP_MAGIC) else head
+    if not head:
+        raise BagError(f"{file} is empty: not a rosbag2 bag")
+    raise BagError(f"{file} is not a rosbag2 bag: an MCAP file starts with {MCAP_MAGIC!r}, this one with {head[:8]!r} "
+                   "(pass the bag folder holding metadata.yaml, or its .mcap file)")
+
+
+def _load_metadata_yaml(file: Path) -> dict:
+    if not file.is_file():
+        return {}
+    import yaml
+
+    try:
+        data = yaml.safe_load(file.read_text())
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        raise BagError(f"{file} is not valid YAML: {err}") from None
+    if not isinstance(data, dict) or "rosbag2_bagfile_information" not in data:
+        raise BagError(f"{file} is not rosbag2 metadata (no rosbag2_bagfile_information)")
+    return data
+
+
+def _read_anyreader(path: Path, bag_dir: Path, files: list[Path], storage: str, metadata_yaml: dict) -> RawBag:
+    from rosbags.highlevel import AnyReader, AnyReaderError
+    from rosbags.rosbag2 import ReaderError
+
+    target = bag_dir if metadata_yaml else files[0]
+    if len(files) > 1 and not metadata_yaml:
+        raise BagError(f"{path}: several storage files {[f.name for f in files]} but no metadata.yaml to order them")
+    messages = []
+    try:
+        with AnyReader([target]) as reader:
+            connections = {c.topic: c.msgtype for c in reader.connections}
+            for conn, log_ns, raw in reader.messages():
+                messages.append(RawMessage(conn.topic, conn.msgtype, log_ns, reader.deserialize(raw, conn.msgtype)))
+    except (AnyReaderError, ReaderError, FileNotFoundError) as err:
+        if storage == "sqlite3":
+            raise BagError(f"{path}: unreadable sqlite3 bag: {err}") from None
+        raise _AnyReaderFailed(str(err) or type(err).__name__) from None
+    except Exception as err:  # noqa: BLE001 - a damaged file can fail anywhere in the reader; scan it instead
+        if storage == "sqlite3":
+            raise BagError(f"{path}: unreadable sqlite3 bag: {err}") from None
+        raise _AnyReaderFailed(str(err) or type(err).__name__) from None
+    messages.sort(key=lambda m: m.log_ns)
+    return RawBag(path, connections, messages, metadata_yaml, storage=storage)
+
+
+# Scanning damaged MCAP files.
+
+
+@dataclass
+class _ScanResult:
+    messages: list[RawMessage]
+    connections: dict[str, str]
+    truncated: bool
+    warnings: list[str]
+
+
+class _Cursor:
+    def __init__(self, buf, pos: int = 0):
+        self.buf, self.pos = buf, pos
+
+    def u16(self) -> int:
+        (v,) = struct.unpack_from("<H", self.buf, self.pos)
+        self.pos += 2
+        return v
+
+    def u32(self) -> int:
+        (v,) = struct.unpack_from("<I", self.buf, self.pos)
+        self.pos += 4
+        return v
+
+    def u64(self) -> int:
+        (v,) = struct.unpack_from("<Q", self.buf, self.pos)
+        self.pos += 8
+        return v
+
+    def bytes(self, n: int) -> bytes:
+        if self.pos + n > len(self.buf):
+            raise struct.error("record runs past the end of its buffer")
+        v = bytes(self.buf[self.pos : self.pos + n])
+        self.pos += n
+        return v
+
+    def string(self) -> str:
+        return self.bytes(self.u32()).decode()
+
+
+def _scan_mcap(file: Path) -> _ScanResult:
+    """Read records until the data ends or stops making sense; keep everything complete before that."""
+    schemas: dict[int, tuple[str, str, str]] = {}
+    channels: dict[int, tuple[str, int]] = {}
+    pending: list[tuple[int, int, bytes]] = []
+    warnings: list[str] = []
+    state = {"truncated": False, "footer": False}
+    size = file.stat().st_size
+
+    def parse(buf, start: int, end: int, in_chunk: bool, where: int) -> None:
+        pos = start
+        while pos < end:
+            if pos + 9 > end:
+                state["truncated"] = True
+                return
+            op = buf[pos]
+            (length,) = struct.unpack_from("<Q", buf, pos + 1)
+            body, body_end = pos + 9, pos + 9 + length
+            if body_end > end:
+                state["truncated"] = True
+                if op == 0x06 and not in_chunk:
+                    parse_chunk(buf, body, end, where + pos, partial=True)
+                return
+            try:
+                record(op, buf, body, body_end, in_chunk, where + pos)
+            except (struct.error, UnicodeDecodeError, zlib.error, ValueError) as err:
+                state["truncated"] = True
+                warnings.append(f"{file.name}: damaged record at byte {where + pos}: {err}")
+                return
+            if state["footer"]:
+                return
+            pos = body_end
+
+    def record(op: int, buf, body: int, body_end: int, in_chunk: bool, offset: int) -> None:
+        c = _Cursor(buf, body)
+        if op == 0x03:  # schema
+            sid = c.u16()
+            name, encoding = c.string(), c.string()
+            schemas[sid] = (name, encoding, c.bytes(c.u32()).decode())
+        elif op == 0x04:  # channel
+            cid, sid = c.u16(), c.u16()
+            topic, _encoding = c.string(), c.string()
+            channels[cid] = (topic, sid)
+        elif op == 0x05:  # message
+            cid, _seq, log_time, _publish = c.u16(), c.u32(), c.u64(), c.u64()
+            pending.append((cid, log_time, bytes(buf[c.pos : body_end])))
+        elif op == 0x06 and not in_chunk:
+            parse_chunk(buf, body, body_end, offset, partial=False)
+        elif op == 0x02:  # footer: the data section is over
+            state["footer"] = True
+
+    def parse_chunk(buf, body: int, end: int, offset: int, partial: bool) -> None:
+        c = _Cursor(buf, body)
+        try:
+            c.u64(), c.u64()
+            uncompressed_size, crc = c.u64(), c.u32()
+            compression = c.string()
+            compressed_size = c.u64()
+        except struct.error:
+            warnings.append(f"{file.name}: the chunk at byte {offset} is cut inside its header; its messages are lost")
+            return
+        available = min(compressed_size, end - c.pos)
+        if compression == "":
+            if not partial and crc and zlib.crc32(buf[c.pos : c.pos + available]) != crc:
+                warnings.append(f"{file.name}: the chunk at byte {offset} fails its CRC; skipped")
+                return
+            before = len(pending)
+            parse(buf, c.pos, c.pos + available, True, 0)
+            if partial:
+                warnings.append(f"{file.name}: the chunk at byte {offset} is cut after {available} of "
+                                f"{compressed_size} bytes; kept its {len(pending) - before} complete messages")
+            return
+        if partial:
+            warnings.append(f"{file.name}: the {compression} chunk at byte {offset} is cut; its messages are lost")
+            return
+        data = _decompress(compression, c.bytes(compressed_size), uncompressed_size)
+        if crc and zlib.crc32(data) != crc:
+            warnings.append(f"{file.name}: the chunk at byte {offset} fails its CRC; skipped")
+            return
+        parse(data, 0, len(data), True, 0)
+
+    with open(file, "rb") as f:
+        if size == 0:
+            raise BagError(f"{file} is empty: not a rosbag2 bag")
+        buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        try:
+            parse(buf, len(MCAP_MAGIC), size, False, 0)
+        finally:
+            buf.close()
+    if not state["footer"]:
+        state["truncated"] = True
+        warnings.insert(0, f"{file.name} ends without an MCAP footer after {size} bytes (cut or not closed): "
+                        "read what was complete")
+
+    connections, messages = _decode_scanned(file, schemas, channels, pending, warnings)
+    return _ScanResult(messages, connections, state["truncated"], warnings)
+
+
+def _decompress(compression: str, data: bytes, size: int) -> bytes:
+    if compression == "zstd":
+        import zstandard
+
+        return zstandard.ZstdDecompressor().decompress(data, max_output_size=size)
+    if compression == "lz4":
+        import lz4.frame
+
+        return lz4.frame.decompress(data)
+    raise ValueError(f"unsupported chunk compression {compression!r}")
+
+
+def _decode_scanned(file: Path, schemas, channels, pending, warnings) -> tuple[dict[str, str], list[RawMessage]]:
+    from rosbags.typesys import Stores, get_types_from_idl, get_types_from_msg, get_typestore
+
+    store = get_typestore(Stores.EMPTY)
+    for name, encoding, text in schemas.values():
+        try:
+            if encoding == "ros2msg":
+                store.register(get_types_from_msg(text, name))
+            elif encoding == "ros2idl":
+                store.register(get_types_from_idl(text))
+        except Exception as err:  # noqa: BLE001 - a bad schema only loses its topic
+            warnings.append(f"{file.name}: cannot parse the definition of {name}: {err}")
+    connections = {topic: schemas.get(sid, ("?", "", ""))[0] for topic, sid in channels.values()}
+    messages, undecodable = [], defaultdict(int)
+    for cid, log_ns, data in pending:
+        if cid not in channels:
+            undecodable["<unknown channel>"] += 1
+            continue
+        topic, sid = channels[cid]
+        msgtype = schemas.get(sid, ("?", "", ""))[0]
+        try:
+            messages.append(RawMessage(topic, msgtype, log_ns, store.deserialize_cdr(data, msgtype)))
+        except Exception:  # noqa: BLE001 - counted and reported below
+            undecodable[topic] += 1
+    for topic, count in undecodable.items():
+        warnings.append(f"{file.name}: {count} messages on {topic} could not be decoded")
+    return connections, messages
+
+
+# Arrays.
+
+
+def _role_topics(raw: RawBag, metadata: dict) -> dict[str, str | None]:
+    """Which topic plays which role: the metadata's map, else batonlab's defaults, else by type."""
+    declared = {**DEFAULT_TOPICS, **metadata.get("topics", {})}
+    by_type = defaultdict(list)
+    for topic, msgtype in raw.connections.items():
+        by_type[msgtype].append(topic)
+    roles = {}
+    for role, msgtype in (("joint_states", "sensor_msgs/msg/JointState"), ("imu", "sensor_msgs/msg/Imu"),
+                          ("cmd_vel", "geometry_msgs/msg/Twist"), ("joint_commands", "std_msgs/msg/Float64MultiArray"),
+                          ("policy_step", POLICY_STEP_TYPE), ("metadata", "std_msgs/msg/String")):
+        topic = declared.get(role)
+        if topic in raw.connections:
+            roles[role] = topic
+        elif role != "joint_commands" and len(by_type.get(msgtype, [])) == 1:
+            roles[role] = by_type[msgtype][0]
+        else:
+            roles[role] = None
+    return roles
+
+
+def _metadata(raw: RawBag) -> dict[str, Any]:
+    custom = raw.metadata_yaml.get("rosbag2_bagfile_information", {}).get("custom_data") or {}
+    if "batonlab" in custom:
+        try:
+            return json.loads(custom["batonlab"])
+        except json.JSONDecodeError:
+            pass
+    topic = DEFAULT_TOPICS["metadata"]
+    for m in raw.messages:
+        if m.topic == topic and m.msgtype == "std_msgs/msg/String":
+            try:
+                return json.loads(m.msg.data)
+            except json.JSONDecodeError:
+                raw.warnings.append(f"{topic} does not hold JSON; metadata ignored")
+                return {}
+    return {}
+
+
+def to_arrays(raw: RawBag) -> BagLog:
+    """Arrays from deserialised messages (see `BagLog`)."""
+    if not raw.messages:
+        raise BagError(f"{raw.path}: the bag holds no messages")
+    metadata = _metadata(raw)
+    start_ns, end_ns = raw.messages[0].log_ns, raw.messages[-1].log_ns
+    by_topic: dict[str, list[RawMessage]] = defaultdict(list)
+    for m in raw.messages:
+        by_topic[m.topic].append(m)
+    topics = {
+        t: TopicInfo(t, raw.connections.get(t, msgs[0].msgtype), len(msgs), (msgs[0].log_ns - start_ns) * 1e-9,
+                     (msgs[-1].log_ns - start_ns) * 1e-9)
+        for t, msgs in by_topic.items()
+    }
+    for t, msgtype in raw.connections.items():
+        topics.setdefault(t, TopicInfo(t, msgtype, 0, 0.0, 0.0))
+    log = BagLog(raw.path, start_ns, end_ns, metadata, topics, raw.truncated, list(raw.warnings), storage=raw.storage)
+    roles = _role_topics(raw, metadata)
+
+    def rel(ns) -> np.ndarray:
+        return (np.asarray(ns, dtype=np.int64) - start_ns) * 1e-9
+
+    def stamp_ns(header) -> int:
+        return int(header.stamp.sec) * 1_000_000_000 + int(header.stamp.nanosec)
+
+    if msgs := by_topic.get(roles["joint_states"] or ""):
+        log.joint_states = _joint_states(msgs, rel, stamp_ns)
+    if msgs := by_topic.get(roles["joint_commands"] or ""):
+        width = max(len(m.msg.data) for m in msgs)
+        values = np.full((len(msgs), width), np.nan)
+        for i, m in enumerate(msgs):
+            values[i, : len(m.msg.data)] = m.msg.data
+        log.joint_commands = Vectors(rel([m.log_ns for m in msgs]), values)
+    if msgs := by_topic.get(roles["policy_step"] or ""):
+        log.policy_steps = _policy_steps(msgs, rel, stamp_ns)
+    if msgs := by_topic.get(roles["imu"] or ""):
+        log.imu = ImuSeries(
+            rel([m.log_ns for m in msgs]),
+            np.array([[m.msg.orientation.w, m.msg.orientation.x, m.msg.orientation.y, m.msg.orientation.z] for m in msgs]),
+            np.array([[m.msg.angular_velocity.x, m.msg.angular_velocity.y, m.msg.angular_velocity.z] for m in msgs]),
+            np.array([[m.msg.linear_acceleration.x, m.msg.linear_acceleration.y, m.msg.linear_acceleration.z] for m in msgs]),
+        )
+    if msgs := by_topic.get(roles["cmd_vel"] or ""):
+        log.cmd_vel = Vectors(rel([m.log_ns for m in msgs]), np.array(
+            [[m.msg.linear.x, m.msg.linear.y, m.msg.linear.z, m.msg.angular.x, m.msg.angular.y, m.msg.angular.z] for m in msgs]))
+    for topic, msgs in by_topic.items():
+        for prefix, target in ((COMMAND_TOPIC_PREFIX, log.task_commands), (SENSOR_TOPIC_PREFIX, log.sensors)):
+            if not topic.startswith(prefix):
+                continue
+            if msgs[0].msgtype == "geometry_msgs/msg/PointStamped":
+                values = np.array([[m.msg.point.x, m.msg.point.y, m.msg.point.z] for m in msgs])
+                stamps = rel([stamp_ns(m.msg.header) for m in msgs])
+            elif msgs[0].msgtype == "std_msgs/msg/Float64MultiArray":
+                width = max(len(m.msg.data) for m in msgs)
+                values = np.full((len(msgs), width), np.nan)
+                for i, m in enumerate(msgs):
+                    values[i, : len(m.msg.data)] = m.msg.data
+                stamps = None
+            else:
+                log.warnings.append(f"{topic}: unexpected type {msgs[0].msgtype}; not read as a vector")
+                continue
+            target[topic[len(prefix):]] = Vectors(rel([m.log_ns for m in msgs]), values, stamps)
+    return log
+
+
+def _joint_states(msgs: list[RawMessage], rel, stamp_ns) -> JointStates:
+    names: list[str] = []
+    for m in msgs:  # union of names, in first-seen order
+        for n in m.msg.name:
+            if n not in names:
+                names.append(n)
+    index = {n: i for i, n in enumerate(names)}
+    n, j = len(msgs), len(names)
+    position, velocity, effort = np.full((n, j), np.nan), np.full((n, j), np.nan), np.full((n, j), np.nan)
+    for i, m in enumerate(msgs):
+        msg = m.msg
+        cols = slice(0, j) if list(msg.name) == names else np.array([index[x] for x in msg.name], dtype=int)
+        if len(msg.position) == len(msg.name):
+            position[i, cols] = msg.position
+        if len(msg.velocity) == len(msg.name):
+            velocity[i, cols] = msg.velocity
+        if len(msg.effort) == len(msg.name):
+            effort[i, cols] = msg.effort
+    return JointStates(rel([m.log_ns for m in msgs]), rel([stamp_ns(m.msg.header) for m in msgs]), tuple(names),
+                       position, velocity, effort)
+
+
+def _policy_steps(msgs: list[RawMessage], rel, stamp_ns) -> PolicySteps:
+    def stack(rows: Iterable[np.ndarray], dtype) -> np.ndarray:
+        rows = [np.asarray(r, dtype=dtype) for r in rows]
+        width = max((r.size for r in rows), default=0)
+        out = np.full((len(rows), width), np.nan, dtype=dtype)
+        for i, r in enumerate(rows):
+            out[i, : r.size] = r
+        return out
+
+    input_ns = [int(m.msg.input_stamp.sec) * 1_000_000_000 + int(m.msg.input_stamp.nanosec) for m in msgs]
+    return PolicySteps(
+        t=rel([m.log_ns for m in msgs]),
+        step=np.array([m.msg.step for m in msgs], dtype=np.int64),
+        episode=np.array([m.msg.episode for m in msgs], dtype=np.int64),
+        observation=stack((m.msg.observation for m in msgs), np.float32),
+        action_raw=stack((m.msg.action_raw for m in msgs), np.float32),
+        action_filtered=stack((m.msg.action_filtered for m in msgs), np.float64),
+        safety_state=[m.msg.safety_state for m in msgs],
+        safety_reason=[m.msg.safety_reason for m in msgs],
+        input_stamp=np.where(np.array(input_ns) > 0, rel(input_ns), np.nan),
+        compute_time=np.array([m.msg.compute_time for m in msgs], dtype=np.float64),
+    )

@@ -1,0 +1,222 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Deploy latency: one control step in-process, and the 200 Hz policy_node loop over ROS 2 loopback.
+
+    python bench/deploy_latency.py [EXPORT_DIR] [--steps 5000] [--seconds 10] [--no-ros]
+
+1. In-process: `DeployRuntime.step` with fresh inputs every step (observation assembly + ONNX
+   inference + safety filter), p50/p99 over `--steps` steps. Target: p99 < 1 ms.
+2. ROS 2: policy_node in a child process at 200 Hz (`control_rate_hz:=200`), a robot process
+   publishing joint states, tool point and target at 200 Hz, and this process subscribing to the
+   joint commands over Fast DDS on 127.0.0.1. The period between consecutive commands is the loop
+   period as a controller would see it; jitter = |period − 5 ms|. Target: jitter p99 < 2 ms.
+
+Without EXPORT_DIR the arm_reach manifest is used with a random MLP of the arm_reach actor's size
+(24 → 128 → 128 → 64 → 6, ELU), which costs the same to run as the trained one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+RATE_HZ = 200.0
+
+
+def random_mlp_export(out_dir: Path) -> Path:
+    """arm_reach's manifest with a random ELU MLP of the actor's size as policy.onnx."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from batonlab.env.env import BatonEnv
+    from batonlab.export.manifest import build_manifest, sha256_file
+    from batonlab.tasks import make_task_cfg
+
+    cfg = make_task_cfg("arm_reach", play=True)
+    cfg.num_envs = 1
+    env = BatonEnv(cfg)
+    manifest = build_manifest(env, "arm_reach")
+    env.close()
+    sizes = [manifest["policy"]["obs_dim"], 128, 128, 64, manifest["policy"]["action_dim"]]
+    rng = np.random.default_rng(0)
+    nodes, inits, x = [], [], "obs"
+    for k, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:])):
+        inits += [numpy_helper.from_array((rng.standard_normal((n_in, n_out)) / np.sqrt(n_in)).astype(np.float32), f"W{k}"),
+                  numpy_helper.from_array(np.zeros(n_out, np.float32), f"b{k}")]
+        out = "actions" if k == len(sizes) - 2 else f"h{k}"
+        nodes.append(helper.make_node("Gemm", [x, f"W{k}", f"b{k}"], [out if k == len(sizes) - 2 else f"z{k}"]))
+        if k < len(sizes) - 2:
+            nodes.append(helper.make_node("Elu", [f"z{k}"], [out]))
+        x = out
+    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("obs", TensorProto.FLOAT, ["batch", sizes[0]])],
+                              [helper.make_tensor_value_info("actions", TensorProto.FLOAT, ["batch", sizes[-1]])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    out_dir.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(out_dir / "policy.onnx"))
+    manifest["policy"]["sha256"] = sha256_file(out_dir / "policy.onnx")
+    (out_dir / "manifest.json").write_text(json.dumps(manifest))
+    return out_dir
+
+
+def percentiles(values_s: np.ndarray) -> str:
+    us = np.asarray(values_s) * 1e6
+    return f"p50 {np.percentile(us, 50):8.1f} us   p99 {np.percentile(us, 99):8.1f} us   max {us.max():8.1f} us"
+
+
+def bench_in_process(export_dir: Path, steps: int) -> None:
+    from batonlab.deploy import DeployRuntime, SafetyCfg, State, load_manifest
+
+    manifest = load_manifest(export_dir)
+    fingers = [n for n in ("finger_left", "finger_right") if n in manifest.default_joint_pos]
+    runtime = DeployRuntime(manifest, SafetyCfg(ramp_time_s=0.0), ignored_joints=fingers)
+    names = [*manifest.joint_names, *fingers]
+    q0 = np.array([manifest.default_joint_pos[n] for n in names])
+    rng = np.random.default_rng(0)
+    step_times, obs_times, policy_times = [], [], []
+    dt = manifest.control_dt
+    for k in range(steps + 100):
+        now = k * dt
+        q = q0 + 0.01 * rng.standard_normal(len(names))
+        start = time.perf_counter()
+        runtime.set_joint_state(names, q, np.zeros(len(names)), now)
+        for name, slot in runtime.vectors.items():
+            runtime.set_vector(name, 0.3 + 0.01 * rng.standard_normal(slot.dim), now)
+        result = runtime.step(now)
+        elapsed = time.perf_counter() - start
+        assert result.state is State.RUN, result.reason
+        if k >= 100:  # warm-up excluded
+            step_times.append(elapsed)
+            t0 = time.perf_counter()
+            obs = runtime.observation.compute(runtime.inputs)
+            t1 = time.perf_counter()
+            runtime.policy(obs)
+            t2 = time.perf_counter()
+            obs_times.append(t1 - t0)
+            policy_times.append(t2 - t1)
+    step = np.array(step_times)
+    print(f"in-process control step (inputs + obs + ONNX + safety), {steps} steps:")
+    print(f"  step        {percentiles(step)}   target p99 < 1000 us: {'met' if np.percentile(step, 99) < 1e-3 else 'MISSED'}")
+    print(f"  obs only    {percentiles(np.array(obs_times))}")
+    print(f"  ONNX only   {percentiles(np.array(policy_times))}")
+
+
+ROBOT_SCRIPT = r"""
+import sys, time, rclpy
+from rclpy.clock import Clock, ClockType
+from sensor_msgs.msg import JointState
+from geometry_msgs.msg import PointStamped
+names = sys.argv[1].split(','); q = [float(v) for v in sys.argv[2].split(',')]
+rclpy.init()
+node = rclpy.create_node('bench_robot')
+pub_js = node.create_publisher(JointState, 'joint_states', 10)
+pubs = [node.create_publisher(PointStamped, t, 10) for t in ('sensors/ee_pos_b', 'commands/ee_target')]
+def tick():
+    msg = JointState(name=names, position=q, velocity=[0.0] * len(q))
+    msg.header.stamp = node.get_clock().now().to_msg()
+    pub_js.publish(msg)
+    for p in pubs:
+        pt = PointStamped(); pt.point.x, pt.point.z = 0.4, 0.3; p.publish(pt)
+node.create_timer(1.0 / float(sys.argv[3]), tick, clock=Clock(clock_type=ClockType.STEADY_TIME))
+try:
+    rclpy.spin(node)
+except BaseException:
+    pass
+"""
+
+
+def loopback_environment(domain_id: int) -> dict[str, str]:
+    """Child-process environment: own domain, Fast DDS on 127.0.0.1 only, deploy_ros and batonlab importable."""
+    profile = str(REPO / "deploy_ros" / "config" / "fastdds_loopback.xml")
+    path = os.pathsep.join(p for p in (str(REPO / "deploy_ros"), str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    return dict(os.environ, ROS_DOMAIN_ID=str(domain_id), FASTDDS_DEFAULT_PROFILES_FILE=profile,
+                FASTRTPS_DEFAULT_PROFILES_FILE=profile, ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST", PYTHONPATH=path,
+                PYTHONUNBUFFERED="1")
+
+
+def bench_ros(export_dir: Path, seconds: float, domain_id: int) -> None:
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from std_msgs.msg import Float64MultiArray
+
+    from batonlab.deploy import load_manifest
+
+    manifest = load_manifest(export_dir)
+    fingers = [n for n in ("finger_left", "finger_right") if n in manifest.default_joint_pos]
+    names = [*manifest.joint_names, *fingers]
+    q0 = [manifest.default_joint_pos[n] for n in names]
+    env = loopback_environment(domain_id)
+    os.environ.update({k: env[k] for k in ("ROS_DOMAIN_ID", "FASTDDS_DEFAULT_PROFILES_FILE", "FASTRTPS_DEFAULT_PROFILES_FILE",
+                                           "ROS_AUTOMATIC_DISCOVERY_RANGE")})
+    params = {"manifest": str(export_dir), "control_rate_hz": RATE_HZ, "ramp_time_s": 0.0, "command_topic": "joint_commands",
+              "ignored_joints": json.dumps(fingers or [""]), "stale_timeout_s": 0.05, "diagnostics_rate_hz": 1.0}
+    node_cmd = [sys.executable, "-m", "deploy_ros.policy_node", "--ros-args"]
+    for name, value in params.items():
+        node_cmd += ["-p", f"{name}:={value}"]
+    with tempfile.TemporaryDirectory() as tmp:
+        log = open(Path(tmp) / "policy_node.log", "w")
+        policy = subprocess.Popen(node_cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+        robot = subprocess.Popen([sys.executable, "-c", ROBOT_SCRIPT, ",".join(names), ",".join(map(str, q0)), str(RATE_HZ)],
+                                 env=env)
+        rclpy.init()
+        node = rclpy.create_node("bench_listener")
+        arrivals: list[float] = []
+        node.create_subscription(Float64MultiArray, "joint_commands", lambda msg: arrivals.append(time.perf_counter()), 100)
+        executor = SingleThreadedExecutor()
+        executor.add_node(node)
+        try:
+            deadline = time.monotonic() + 120.0
+            while len(arrivals) < 50 and time.monotonic() < deadline:  # start-up, discovery, soft start
+                executor.spin_once(timeout_sec=0.1)
+            if len(arrivals) < 50:
+                raise RuntimeError(f"policy_node sent no commands; its log:\n{Path(log.name).read_text()}")
+            arrivals.clear()
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                executor.spin_once(timeout_sec=0.01)
+        finally:
+            executor.shutdown()
+            node.destroy_node()
+            rclpy.try_shutdown()
+            for process in (robot, policy):
+                process.send_signal(signal.SIGINT)
+                try:
+                    process.wait(10)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+            log.close()
+    periods = np.diff(np.array(arrivals))
+    jitter = np.abs(periods - 1.0 / RATE_HZ)
+    print(f"ROS 2 loopback, policy_node at {RATE_HZ:.0f} Hz, {len(periods)} periods over {seconds:.0f} s "
+          f"(commands received at {len(periods) / seconds:.1f} Hz):")
+    print(f"  period      {percentiles(periods)}")
+    print(f"  jitter      {percentiles(jitter)}   target p99 < 2000 us: {'met' if np.percentile(jitter, 99) < 2e-3 else 'MISSED'}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("export", nargs="?", type=Path, help="export folder (default: arm_reach with a random MLP)")
+    parser.add_argument("--steps", type=int, default=5000)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--domain-id", type=int, default=77)
+    parser.add_argument("--no-ros", action="store_true")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        export_dir = args.export or random_mlp_export(Path(tmp) / "exported")
+        print(f"policy: {export_dir}")
+        bench_in_process(export_dir, args.steps)
+        if not args.no_ros:
+            bench_ros(export_dir, args.seconds, args.domain_id)
+
+
+if __name__ == "__main__":
+    main()
