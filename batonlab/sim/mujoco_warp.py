@@ -4,7 +4,8 @@
 The public tensors (`qpos`, `qvel`, `ctrl`, `xfrc_applied`, `mocap_pos`, `sensordata`, `time`) are
 zero-copy torch views of the Warp arrays (`wp.to_torch`): writing `ctrl` writes the array the
 kernels read, and the state read after `step` is the state the kernels wrote. Nothing is copied
-per step.
+per step. (Writing `qpos`/`qvel` in place therefore changes the physics state here, whereas the
+`mujoco` backend ignores it; portable code sets state through `reset`.)
 
 On CUDA the decimated substep loop is captured once per `substeps` value as a CUDA graph
 (`wp.ScopedCapture`) and replayed with one launch, on the current torch stream so torch ops
