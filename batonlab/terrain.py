@@ -148,7 +148,7 @@ class Terrain:
         c = self.cfg
         spec.add_texture(
             name="terrain_grid", type=mujoco.mjtTexture.mjTEXTURE_2D, builtin=mujoco.mjtBuiltin.mjBUILTIN_CHECKER,
-            rgb1=[0.42, 0.45, 0.48], rgb2=[0.34, 0.37, 0.40], width=256, height=256,
+            rgb1=[0.42, 0.45, 0.48], rgb2=[0.34, 0.37, 0.40], width=64, height=64,
         )
         spec.add_material(name="terrain", textures=["", "terrain_grid"], texrepeat=[1, 1], texuniform=True, reflectance=0.05)
         if self.heights is None:
@@ -271,11 +271,16 @@ class TerrainState:
         return {"levels": self.levels.clone(), "types": self.types.clone()}
 
     def load_state_dict(self, state: dict) -> None:
-        if state["levels"].shape != self.levels.shape:
-            raise ValueError(f"terrain state is for {state['levels'].shape[0]} envs, the env has {self.levels.shape[0]}")
-        self.levels[:] = state["levels"].to(self.device)
-        self.types[:] = state["types"].to(self.device)
-        self._refresh(torch.arange(self.levels.shape[0], device=self.device))
+        """Restore each env's tile; with a different number of envs (play, resume with more envs), the
+        envs draw their tiles from the saved ones, which keeps the distribution over levels and types."""
+        levels, types = state["levels"].to(self.device).long(), state["types"].to(self.device).long()
+        n = self.levels.shape[0]
+        if levels.shape[0] != n:
+            pick = torch.randint(0, levels.shape[0], (n,), generator=self.generator, device=self.device)
+            levels, types = levels[pick], types[pick]
+        self.levels[:] = levels.clamp(0, self.num_levels - 1)
+        self.types[:] = types.clamp(0, self.num_types - 1)
+        self._refresh(torch.arange(n, device=self.device))
 
     def _refresh(self, env_ids: torch.Tensor) -> None:
         self.env_origins[env_ids] = self.tile_origins[self.levels[env_ids], self.types[env_ids]]

@@ -30,7 +30,7 @@ class CurriculumManager:
         return log
 
     def observe_advantages(self, abs_advantage: torch.Tensor) -> None:
-        """Feed the learner's per-env mean |advantage| of the last rollout (num_envs,) to the terms that use it.
+        """Feed the |advantage| of the last rollout's transitions (num_steps, num_envs) to the terms that use it.
 
         The runner calls this after computing returns; terms opt in with an `observe_advantages`
         method (e.g. the bandit curriculum). Rollouts are collected without gradients.

@@ -78,8 +78,8 @@ class BatonRunner:
                     if extras.get("log"):
                         episode_logs.append(extras["log"])
                 self.alg.compute_returns(obs)
-                # Curricula that learn from the learner's signal (the bandit) see each env's mean |advantage|.
-                abs_advantage = self.alg.storage.advantages.abs().mean(dim=0).reshape(-1)
+                # Curricula that learn from the learner's signal (the bandit) see every transition's |advantage|.
+                abs_advantage = self.alg.storage.advantages.abs().reshape(self.cfg.num_steps_per_env, -1)
                 self.env.env.curriculum_manager.observe_advantages(abs_advantage.to(self.env.device))
             collect_time = time.perf_counter() - start
             start = time.perf_counter()

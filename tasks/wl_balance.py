@@ -1,0 +1,237 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""`wl_balance` / `wl_balance_noarm`: the wheel-legged biped stands and balances in place.
+
+Episodes start from randomised states (tilt, velocities, leg poses) and the robot is pushed every
+few seconds; it must stay upright at its nominal height without drifting, for the whole 10 s
+episode (success = survived to the time limit). The arm variant carries arm6 in its stowed pose.
+
+This module also holds the parts every wheel-legged task shares (scene, observations, actions,
+domain randomisation); `wl_velocity` builds on `make_wl_balance_cfg`. Domain randomisation is a
+set of event terms, each reachable from the command line, e.g.
+
+    batonlab train task=wl_balance env.events.push.interval_range_s=[2,4] \\
+        env.events.base_mass.params.added_mass_range=[-1,4] env.events.action_delay.params.delay_range=[0,1] \\
+        env.events.wheel_friction.params.friction_range=[0.3,1.2] '~env.events.actuator_gains' \\
+        env.observations.policy.terms.base_ang_vel.noise_std=0.3
+"""
+
+from __future__ import annotations
+
+import math
+
+import mujoco
+
+from batonlab.env import mdp
+from batonlab.env import mdp_locomotion as loco
+from batonlab.env.actions import JointPositionAction, JointVelocityAction
+from batonlab.env.cfg import (
+    ActionTermCfg,
+    CommandTermCfg,
+    EventTermCfg,
+    ObsGroupCfg,
+    ObsTermCfg,
+    RewardTermCfg,
+    SceneCfg,
+    SimCfg,
+    TaskCfg,
+    TerminationTermCfg,
+    TermCfg,
+)
+from batonlab.rewards import locomotion, regularizers
+from batonlab.rl.cfg import AlgorithmCfg, PolicyCfg, RunnerCfg
+from batonlab.robots import wheel_legged as wl
+from batonlab.tasks import register
+from batonlab.terrain import TerrainCfg
+
+COMMAND = "base_velocity"
+"""Name of the velocity / height command (zero velocity at nominal height in wl_balance)."""
+
+HEIGHT_PARAMS = {
+    "base_sensor": "base_pos_w",
+    "wheel_sensors": ("left_wheel_pos_w", "right_wheel_pos_w"),
+    "wheel_radius": wl.WHEEL_RADIUS,
+}
+"""Sensors that measure the base height above the ground under the wheels."""
+
+LEG_TORQUE_SENSORS = tuple(f"{j}_torque" for j in wl.LEG_JOINTS)
+
+
+def make_wl_scene_spec(with_arm: bool = True) -> mujoco.MjSpec:
+    """The robot (optionally with arm6), a light and a sky; the ground comes from `SceneCfg.terrain`."""
+    spec = wl.make_wheel_legged_spec(with_arm=with_arm)
+    spec.modelname = "wl_scene" if with_arm else "wl_scene_noarm"
+    spec.visual.global_.offwidth = 640
+    spec.visual.global_.offheight = 480
+    spec.add_texture(
+        name="sky", type=mujoco.mjtTexture.mjTEXTURE_SKYBOX, builtin=mujoco.mjtBuiltin.mjBUILTIN_GRADIENT,
+        rgb1=[0.55, 0.7, 0.9], rgb2=[0.1, 0.12, 0.2], width=32, height=32,
+    )
+    spec.worldbody.add_light(pos=[0, 0, 6], dir=[0.2, 0.3, -1], type=mujoco.mjtLightType.mjLIGHT_DIRECTIONAL, diffuse=[0.8, 0.8, 0.8])
+    return spec
+
+
+def _scene_builder(with_arm: bool):
+    def build() -> mujoco.MjSpec:
+        return make_wl_scene_spec(with_arm)
+
+    build.__qualname__ = f"make_wl_scene_spec(with_arm={with_arm})"
+    return build
+
+
+def make_wl_balance_cfg(play: bool = False, with_arm: bool = True) -> TaskCfg:
+    legs, wheels = wl.LEG_JOINTS, wl.WHEEL_JOINTS
+    contact_sensors = wl.GROUND_CONTACT_SENSORS + ((wl.ARM_GROUND_CONTACT_SENSOR,) if with_arm else ())
+    cmd = {"command": COMMAND}
+
+    def policy_terms(noise: bool) -> dict[str, ObsTermCfg]:
+        k = 1.0 if noise else 0.0
+        return {
+            "base_ang_vel": ObsTermCfg(func=mdp.sensor, params={"name": "imu_gyro"}, noise_std=0.2 * k, scale=0.25),
+            "projected_gravity": ObsTermCfg(func=loco.projected_gravity, params={"sensor": "imu_quat"}, noise_std=0.05 * k),
+            "command": ObsTermCfg(func=mdp.generated_command, params=cmd),
+            "leg_pos": ObsTermCfg(func=mdp.joint_pos_rel, params={"joints": legs}, noise_std=0.01 * k),
+            "leg_vel": ObsTermCfg(func=mdp.joint_vel, params={"joints": legs}, noise_std=1.0 * k, scale=0.05),
+            "wheel_vel": ObsTermCfg(func=mdp.joint_vel, params={"joints": wheels}, noise_std=1.0 * k, scale=0.05),
+            "last_action": ObsTermCfg(func=mdp.last_action),
+        }
+
+    critic_terms = {
+        **policy_terms(noise=False),
+        "base_lin_vel": ObsTermCfg(func=loco.root_lin_vel_b),
+        "base_height": ObsTermCfg(func=loco.base_height, params=HEIGHT_PARAMS),
+    }
+    cfg = TaskCfg(
+        scene=SceneCfg(
+            build=_scene_builder(with_arm),
+            default_joint_pos=wl.home_pose(with_arm),
+            camera="track",
+            terrain=TerrainCfg(kind="plane"),
+        ),
+        sim=SimCfg(physics_dt=0.005, decimation=4),
+        num_envs=1024,
+        episode_length_s=10.0,
+        actions={
+            "legs": ActionTermCfg(cls=JointPositionAction, joints=legs, scale=0.25),
+            "wheels": ActionTermCfg(cls=JointVelocityAction, joints=wheels, scale=8.0, use_default_offset=False),
+        },
+        commands={
+            COMMAND: CommandTermCfg(
+                cls=loco.BaseVelocityCommand,
+                resampling_time_range_s=(10.0, 10.0),
+                params={
+                    "lin_vel_x_range": (0.0, 0.0),
+                    "ang_vel_z_range": (0.0, 0.0),
+                    "height_range": (wl.NOMINAL_BASE_HEIGHT, wl.NOMINAL_BASE_HEIGHT),
+                },
+            )
+        },
+        observations={
+            "policy": ObsGroupCfg(terms=policy_terms(noise=True), enable_corruption=not play),
+            "critic": ObsGroupCfg(terms=critic_terms),
+        },
+        rewards={
+            "track_lin_vel_x": RewardTermCfg(func=locomotion.track_lin_vel_x_exp, params={**cmd, "std": 0.25}, weight=2.0),
+            "track_ang_vel_z": RewardTermCfg(func=locomotion.track_ang_vel_z_exp, params={**cmd, "std": 0.25}, weight=1.0),
+            "track_height": RewardTermCfg(
+                func=locomotion.track_base_height_exp, params={**cmd, "std": 0.05, **HEIGHT_PARAMS}, weight=1.0
+            ),
+            "terminated": RewardTermCfg(func=locomotion.is_terminated, weight=-200.0),
+            "flat_orientation": RewardTermCfg(func=locomotion.flat_orientation_l2, weight=-5.0),
+            "lin_vel_z": RewardTermCfg(func=locomotion.lin_vel_z_l2, weight=-1.0),
+            "lin_vel_y": RewardTermCfg(func=locomotion.lin_vel_y_l2, weight=-0.5),
+            "ang_vel_xy": RewardTermCfg(func=locomotion.ang_vel_xy_l2, weight=-0.05),
+            "leg_mirror": RewardTermCfg(
+                func=locomotion.joint_mirror_l2, params={"left": legs[:2], "right": legs[2:]}, weight=-1.0
+            ),
+            "leg_torque": RewardTermCfg(func=locomotion.actuator_force_l2, params={"sensors": LEG_TORQUE_SENSORS}, weight=-2e-5),
+            "action_rate": RewardTermCfg(func=regularizers.action_rate_l2, weight=-0.01),
+        },
+        terminations={
+            "illegal_contact": TerminationTermCfg(func=loco.illegal_contact, params={"sensors": contact_sensors}),
+            "bad_orientation": TerminationTermCfg(func=loco.bad_orientation, params={"limit_angle": 1.0}),
+        },
+        events={
+            # Startup: one draw per world for the whole run.
+            "wheel_friction": EventTermCfg(
+                func=loco.randomize_geom_friction,
+                mode="startup",
+                params={"geoms": ("left_wheel_collision", "right_wheel_collision"), "friction_range": (0.4, 1.2)},
+            ),
+            "base_mass": EventTermCfg(
+                func=loco.randomize_body_mass_and_com,
+                mode="startup",
+                params={
+                    "body": wl.BASE_BODY,
+                    "added_mass_range": (-1.0, 3.0),
+                    "com_offset_range": {"x": (-0.03, 0.03), "y": (-0.02, 0.02), "z": (-0.02, 0.02)},
+                },
+            ),
+            # Reset: redrawn every episode.
+            # One event per MjModel field: an event writes whole per-world arrays from the nominal model.
+            "actuator_gains": EventTermCfg(
+                func=loco.randomize_actuator_gains,
+                mode="reset",
+                params={
+                    "joints": legs + wheels,
+                    "kp_scale_range": (0.8, 1.2),
+                    "kd_scale_range": (0.8, 1.2),
+                    "strength_range": (0.85, 1.1),
+                },
+            ),
+            "action_delay": EventTermCfg(func=loco.randomize_action_delay, mode="reset", params={"delay_range": (0, 2)}),
+            "reset_base": EventTermCfg(
+                func=loco.reset_root_on_terrain,
+                mode="reset",
+                params={
+                    "position_range": {"x": (-0.5, 0.5), "y": (-0.5, 0.5), "z": (0.03, 0.06)},
+                    "orientation_range": {"roll": (-0.1, 0.1), "pitch": (-0.3, 0.3), "yaw": (-math.pi, math.pi)},
+                    "velocity_range": {"x": (-0.5, 0.5), "y": (-0.1, 0.1), "pitch": (-0.5, 0.5), "yaw": (-0.5, 0.5)},
+                },
+            ),
+            "reset_legs": EventTermCfg(
+                func=mdp.reset_joints_uniform, mode="reset", params={"joints": legs, "position_range": (-0.2, 0.2)}
+            ),
+            # Interval: pushes.
+            "push": EventTermCfg(
+                func=mdp.push_by_setting_velocity,
+                mode="interval",
+                interval_range_s=(3.0, 5.0),
+                params={"joint": wl.ROOT_JOINT, "velocity_range": {"x": (-0.6, 0.6), "y": (-0.2, 0.2), "yaw": (-0.5, 0.5)}},
+            ),
+        },
+        success=TermCfg(func=loco.survived),
+    )
+    if with_arm:
+        # The arm is not driven by the policy: its servos hold the stowed pose.
+        cfg.events["arm_stowed"] = EventTermCfg(func=loco.hold_default_pose, mode="reset", params={"joints": wl.arm_joints()})
+    if play:
+        cfg.num_envs = 16
+    return cfg
+
+
+def make_wl_balance_agent_cfg() -> RunnerCfg:
+    return RunnerCfg(
+        experiment_name="wl_balance",
+        num_steps_per_env=24,
+        max_iterations=150,
+        save_interval=50,
+        obs_groups={"actor": ["policy"], "critic": ["critic"]},
+        policy=PolicyCfg(actor_hidden_dims=(128, 128, 64), critic_hidden_dims=(128, 128, 64), init_noise_std=1.0),
+        algorithm=AlgorithmCfg(learning_rate=1e-3, entropy_coef=0.005, num_mini_batches=4),
+    )
+
+
+def make_wl_balance_noarm_cfg(play: bool = False) -> TaskCfg:
+    return make_wl_balance_cfg(play=play, with_arm=False)
+
+
+def make_wl_balance_noarm_agent_cfg() -> RunnerCfg:
+    cfg = make_wl_balance_agent_cfg()
+    cfg.experiment_name = "wl_balance_noarm"
+    return cfg
+
+
+register("wl_balance", make_wl_balance_cfg, make_wl_balance_agent_cfg,
+         "wheel-legged biped with stowed arm balances in place under pushes")
+register("wl_balance_noarm", make_wl_balance_noarm_cfg, make_wl_balance_noarm_agent_cfg,
+         "wheel-legged biped (no arm) balances in place under pushes")
