@@ -18,14 +18,14 @@ def action_l2(env) -> torch.Tensor:
 
 def joint_vel_l2(env, joints: tuple[str, ...]) -> torch.Tensor:
     """Squared joint velocities summed over `joints` [rad²/s²]."""
-    return env.sim.qvel[:, env.scene.dof_adr(joints)].square().sum(dim=-1)
+    return env.sim.qvel.index_select(1, env.scene.dof_adr(joints)).square().sum(dim=-1)
 
 
 def joint_pos_limits(env, joints: tuple[str, ...], margin: float = 0.0) -> torch.Tensor:
     """How far joints are beyond their limits shrunk by `margin`, summed [rad]."""
     ids = env.scene.joint_ids(joints)
     limits = torch.as_tensor(env.scene.model.jnt_range[ids], dtype=torch.float32, device=env.device)
-    q = env.sim.qpos[:, env.scene.qpos_adr(joints)]
+    q = env.sim.qpos.index_select(1, env.scene.qpos_adr(joints))
     below = (limits[:, 0] + margin - q).clamp(min=0.0)
     above = (q - limits[:, 1] + margin).clamp(min=0.0)
     return (below + above).sum(dim=-1)

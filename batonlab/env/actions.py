@@ -50,7 +50,8 @@ class JointAction:
 
     def apply(self, ctrl: torch.Tensor) -> None:
         """Write the targets into the backend's `ctrl`, within the actuators' ctrlrange."""
-        ctrl[:, self.actuator_ids] = torch.maximum(torch.minimum(self.processed_actions, self.ctrl_high), self.ctrl_low)
+        targets = torch.maximum(torch.minimum(self.processed_actions, self.ctrl_high), self.ctrl_low)
+        ctrl.index_copy_(1, self.actuator_ids, targets)
 
     def reset(self, env_ids: torch.Tensor) -> None:
         self.raw_actions[env_ids] = 0.0

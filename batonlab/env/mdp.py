@@ -2,6 +2,9 @@
 """Generic observation, event and termination terms, written against the backend tensors only.
 
 Reward terms live in `batonlab.rewards`, curricula in `batonlab.curricula`.
+
+Column gathers use `index_select` (and scatters `index_copy_`), never `x[:, index_tensor]`: on the
+CPU build of torch 2.13 the advanced-indexing path costs ~10 ms on a (2048, 8) tensor, 1000x more.
 """
 
 from __future__ import annotations
@@ -14,12 +17,12 @@ import torch
 def joint_pos_rel(env, joints: tuple[str, ...]) -> torch.Tensor:
     """Joint positions minus the default pose, in the given order [rad or m], (num_envs, len(joints))."""
     adr = env.scene.qpos_adr(joints)
-    return env.sim.qpos[:, adr] - env.default_qpos[adr]
+    return env.sim.qpos.index_select(1, adr) - env.default_qpos[adr]
 
 
 def joint_vel(env, joints: tuple[str, ...]) -> torch.Tensor:
     """Joint velocities in the given order [rad/s or m/s], (num_envs, len(joints))."""
-    return env.sim.qvel[:, env.scene.dof_adr(joints)]
+    return env.sim.qvel.index_select(1, env.scene.dof_adr(joints))
 
 
 def last_action(env) -> torch.Tensor:
