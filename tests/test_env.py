@@ -143,5 +143,6 @@ def test_physics_blowup_resets_only_that_env(reach_env):
     _, reward, terminated, _, extras = env.step(torch.zeros(8, 6))
     assert terminated.tolist() == [i == 5 for i in range(8)]
     assert torch.isfinite(reward).all()
-    assert extras["log"]["Metrics/physics_diverged_total"] == 1.0
+    assert env.sim.num_diverged_total == 1
+    assert extras["log"]["Episode_Termination/physics_diverged"] == 1.0
     assert env.episode_length_buf[5] == 0 and env.episode_length_buf[0] == 2

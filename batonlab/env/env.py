@@ -151,13 +151,12 @@ class BatonEnv:
     def _reset_idx(self, env_ids: torch.Tensor) -> None:
         log = self.extras["log"]
         if self.success_term is not None and "success" in self.extras:
-            log["Episode/success_rate"] = self.extras["success"][env_ids].float().mean().item()
+            log["Episode/success_rate"] = self.extras["success"][env_ids].float().mean()
         log.update(self.curriculum_manager.update(env_ids))
         self._reset_state(env_ids)
         for manager in (self.reward_manager, self.cost_manager, self.termination_manager, self.observation_manager):
             log.update(manager.reset(env_ids))
         self.episode_length_buf[env_ids] = 0
-        log["Metrics/physics_diverged_total"] = float(self.sim.num_diverged_total)
 
     def _reset_state(self, env_ids: torch.Tensor) -> None:
         """Default state, reset events (which may edit `reset_qpos`/`reset_qvel`), then the backend."""

@@ -33,7 +33,7 @@ class RewardManager:
         """Mean episode sum of each term over the reset envs, per second of episode."""
         log = {}
         for name, sums in self.episode_sums.items():
-            log[f"Episode_Reward/{name}"] = (sums[env_ids].mean() / self.env.max_episode_length_s).item()
+            log[f"Episode_Reward/{name}"] = sums[env_ids].mean() / self.env.max_episode_length_s
             sums[env_ids] = 0.0
             reset_term(self.terms[name], env_ids)
         return log
@@ -59,7 +59,7 @@ class CostManager:
     def reset(self, env_ids: torch.Tensor) -> dict[str, float]:
         log = {}
         for k, name in enumerate(self.names):
-            log[f"Episode_Cost/{name}"] = self.episode_sums[env_ids, k].mean().item()
+            log[f"Episode_Cost/{name}"] = self.episode_sums[env_ids, k].mean()
             reset_term(self.terms[name], env_ids)
         self.episode_sums[env_ids] = 0.0
         return log

@@ -42,4 +42,4 @@ class TerminationManager:
         return self.terminated, self.truncated
 
     def reset(self, env_ids: torch.Tensor) -> dict[str, float]:
-        return {f"Episode_Termination/{name}": v[env_ids].float().mean().item() for name, v in self._counts.items()}
+        return {f"Episode_Termination/{name}": v[env_ids].float().mean() for name, v in self._counts.items()}

@@ -123,9 +123,12 @@ class BatonRunner:
         if self._episode_returns:
             stats["Train/mean_return"] = statistics.fmean(self._episode_returns)
             stats["Train/mean_episode_length"] = statistics.fmean(self._episode_lengths)
+        # Episode statistics stay tensors during the rollout (no device sync per step); one sync per key here.
         for key in dict.fromkeys(k for log in episode_logs for k in log):
-            values = [float(log[key]) for log in episode_logs if key in log]
-            stats[key] = statistics.fmean(values)
+            values = [torch.as_tensor(log[key], dtype=torch.float32, device=self.env.device).reshape(())
+                      for log in episode_logs if key in log]
+            stats[key] = torch.stack(values).mean().item()
+        stats["Metrics/physics_diverged_total"] = float(self.env.env.sim.num_diverged_total)
         return stats
 
     def _write_tensorboard(self, stats: dict[str, float]) -> None:
