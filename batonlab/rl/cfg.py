@@ -59,14 +59,19 @@ class RunnerCfg:
     algorithm: AlgorithmCfg = field(default_factory=AlgorithmCfg)
 
 
-def to_rsl_rl_dict(cfg: RunnerCfg) -> dict:
-    """The train_cfg dict that rsl-rl-lib 5.5's PPO.construct_algorithm expects."""
+def to_rsl_rl_dict(cfg: RunnerCfg, multi_gpu: dict | None = None) -> dict:
+    """The train_cfg dict that rsl-rl-lib 5.5's PPO.construct_algorithm expects.
+
+    Args:
+        cfg: The typed runner config.
+        multi_gpu: rsl-rl's `{"global_rank", "local_rank", "world_size"}` under torchrun, else None.
+    """
     policy = cfg.policy
     return {
         "num_steps_per_env": cfg.num_steps_per_env,
         "save_interval": cfg.save_interval,
         "obs_groups": {k: list(v) for k, v in cfg.obs_groups.items()},
-        "multi_gpu": None,
+        "multi_gpu": multi_gpu,
         "check_for_nan": True,
         "algorithm": {"class_name": "PPO", **vars(cfg.algorithm)},
         "actor": {

@@ -19,6 +19,7 @@ from tqdm import tqdm
 
 from batonlab.rl import checkpoint
 from batonlab.rl.cfg import RunnerCfg, to_rsl_rl_dict
+from batonlab.rl.distributed import DistributedContext
 from batonlab.rl.vecenv import RslRlVecEnv
 
 CHECKPOINT_VERSION = 1
@@ -34,12 +35,22 @@ class BatonRunner:
         device: Device of the learner (the env may live elsewhere).
     """
 
-    def __init__(self, env: RslRlVecEnv, cfg: RunnerCfg, log_dir: str | Path | None = None, device: str = "cpu"):
+    def __init__(
+        self,
+        env: RslRlVecEnv,
+        cfg: RunnerCfg,
+        log_dir: str | Path | None = None,
+        device: str = "cpu",
+        distributed: DistributedContext | None = None,
+    ):
         self.env = env
         self.cfg = cfg
         self.device = device
-        self.log_dir = Path(log_dir) if log_dir is not None else None
-        self.train_cfg = to_rsl_rl_dict(cfg)
+        self.distributed = distributed
+        # Under torchrun only rank 0 writes logs and checkpoints.
+        self.is_main = distributed is None or distributed.is_main
+        self.log_dir = Path(log_dir) if log_dir is not None and self.is_main else None
+        self.train_cfg = to_rsl_rl_dict(cfg, multi_gpu=distributed.rsl_rl_cfg() if distributed else None)
         self.alg: PPO = PPO.construct_algorithm(env.get_observations(), env, self.train_cfg, device)
         self.iteration = 0
         """Number of completed learning iterations."""
@@ -63,7 +74,9 @@ class BatonRunner:
             self.env.episode_length_buf = torch.randint_like(self.env.episode_length_buf, high=int(self.env.max_episode_length))
         obs = self.env.get_observations().to(self.device)
         self.alg.train_mode()
-        bar = tqdm(total=total, initial=self.iteration, unit="it", disable=not progress, dynamic_ncols=True)
+        if self.distributed is not None:
+            self.alg.broadcast_parameters()  # every rank starts from rank 0's weights
+        bar = tqdm(total=total, initial=self.iteration, unit="it", disable=not (progress and self.is_main), dynamic_ncols=True)
         stats: dict[str, float] = {}
         while self.iteration < total:
             start = time.perf_counter()
