@@ -24,7 +24,8 @@ $PIP install -q --upgrade pip
 # torch first and pinned: an unpinned torch would pull a multi-GB CUDA build.
 $PIP install -q "torch==2.13.0"
 echo "torch==2.13.0" > .venv/constraints.txt
-$PIP install -q -c .venv/constraints.txt -e ".[test,ros]"
+# warp: the mujoco_warp backend, which CI tests on warp's CPU device.
+$PIP install -q -c .venv/constraints.txt -e ".[test,ros,warp]"
 # colcon builds and tests the deploy_ros ament package (rclpy and messages come from the `ros` extra).
 $PIP install -q -c .venv/constraints.txt "colcon-core>=0.17" "colcon-ros>=0.5" "colcon-test-result>=0.3"
 echo "batonlab set up in .venv (activate with: . .venv/bin/activate)"
