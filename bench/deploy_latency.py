@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Deploy latency: one control step in-process, and the 200 Hz policy_node loop over ROS 2 loopback.
 
-    python bench/deploy_latency.py [EXPORT_DIR] [--steps 5000] [--seconds 10] [--no-ros]
+    python bench/deploy_latency.py [EXPORT_DIR] [--steps 5000] [--seconds 10] [--record-seconds 10] [--no-ros] [--no-record]
 
 1. In-process: `DeployRuntime.step` with fresh inputs every step (observation assembly + ONNX
    inference + safety filter), p50/p99 over `--steps` steps. Target: p99 < 1 ms.
@@ -9,6 +9,11 @@
    publishing joint states, tool point and target at 200 Hz, and this process subscribing to the
    joint commands over Fast DDS on 127.0.0.1. The period between consecutive commands is the loop
    period as a controller would see it; jitter = |period − 5 ms|. Target: jitter p99 < 2 ms.
+3. Recording: the in-process loop at 200 Hz (sleeping to each period, as the node's timer does)
+   with and without a `BagRecorder` taking a 20-joint joint-state stream, the policy's sensors and
+   task commands (the input callbacks), and every policy step and joint command (the control step,
+   as policy_node records them); blocks of 200 ticks alternate between the two so that machine load
+   affects both alike. Target: recording adds < 5 % to the control step's p99.
 
 Without EXPORT_DIR the arm_reach manifest is used with a random MLP of the arm_reach actor's size
 (24 → 128 → 128 → 64 → 6, ELU), which costs the same to run as the trained one.
@@ -202,18 +207,89 @@ def bench_ros(export_dir: Path, seconds: float, domain_id: int) -> None:
     print(f"  jitter      {percentiles(jitter)}   target p99 < 2000 us: {'met' if np.percentile(jitter, 99) < 2e-3 else 'MISSED'}")
 
 
+def bench_recording(export_dir: Path, seconds: float, num_joints: int = 20) -> None:
+    from batonlab.deploy import DeployRuntime, SafetyCfg, State, load_manifest
+    from batonlab.deploy.recording import BagRecorder
+
+    manifest = load_manifest(export_dir)
+    # A 20-joint robot: the policy's joints plus joints it ignores (fingers, then auxiliary joints).
+    extra = [n for n in ("finger_left", "finger_right") if n in manifest.default_joint_pos]
+    extra += [f"aux_{i}" for i in range(num_joints - len(manifest.joint_names) - len(extra))]
+    runtime = DeployRuntime(manifest, SafetyCfg(ramp_time_s=0.0), ignored_joints=extra)
+    names = (*manifest.joint_names, *extra)
+    q0 = np.array([manifest.default_joint_pos.get(n, 0.0) for n in names])
+    rng = np.random.default_rng(0)
+    period = 1.0 / RATE_HZ
+    block = 200
+    blocks = max(2, int(seconds * RATE_HZ / block)) * 2
+    steps = {False: [], True: []}
+    ticks = {False: [], True: []}
+    with tempfile.TemporaryDirectory() as tmp:
+        recorder = BagRecorder(Path(tmp) / "bag", {"task": manifest.task, "source": "bench"}, names,
+                               command_joint_names=manifest.joint_names)
+        next_tick, tick = time.perf_counter(), 0
+        for b in range(blocks + 1):
+            recording = b % 2 == 1
+            for _ in range(block):
+                next_tick += period
+                time.sleep(max(0.0, next_tick - time.perf_counter()))
+                tick += 1
+                now, stamp = tick * period, tick * 5_000_000
+                q = q0 + 0.01 * rng.standard_normal(len(names))
+                qd = 0.1 * rng.standard_normal(len(names))
+                # The input callbacks (joint states, sensors, task commands) …
+                start = time.perf_counter()
+                runtime.set_joint_state(names, q, qd, now)
+                if recording:
+                    recorder.joint_state(stamp, q, qd, qd, names=names, header_ns=stamp)
+                for name, slot in runtime.vectors.items():
+                    value = 0.3 + 0.01 * rng.standard_normal(slot.dim)
+                    runtime.set_vector(name, value, now)
+                    if recording:
+                        (recorder.sensor if slot.kind == "sensor" else recorder.task_command)(name, stamp, value)
+                # … then the control step: obs, ONNX, safety, and what policy_node records of it.
+                step_start = time.perf_counter()
+                result = runtime.step(now)
+                if recording:
+                    recorder.joint_command(stamp, result.command)
+                    recorder.policy_step(stamp, result.tick, runtime.observation.obs, result.raw_action, result.command,
+                                         result.state.value, result.reason, input_ns=stamp,
+                                         compute_time_s=time.perf_counter() - step_start)
+                end = time.perf_counter()
+                assert result.state is State.RUN, result.reason
+                if b > 0:  # the first block warms up
+                    steps[recording].append(end - step_start)
+                    ticks[recording].append(end - start)
+        status = recorder.close()
+        size = sum(f.stat().st_size for f in (Path(tmp) / "bag").iterdir())
+    print(f"recording at {RATE_HZ:.0f} Hz ({num_joints}-joint joint_states, sensors, task commands, policy steps, joint commands; "
+          f"{len(steps[True])} ticks each, alternating blocks of {block}):")
+    for label, data in (("control step", steps), ("inputs+step", ticks)):
+        off, on = np.array(data[False]), np.array(data[True])
+        overhead = np.percentile(on, 99) / np.percentile(off, 99) - 1.0
+        print(f"  {label:12s} off  {percentiles(off)}")
+        print(f"  {label:12s} on   {percentiles(on)}   p99 overhead {overhead * 100:+.1f} %"
+              + (f"   target < 5 %: {'met' if overhead < 0.05 else 'MISSED'}" if label == "control step" else ""))
+    print(f"  bag: {status['recording_written']} messages, {status['recording_dropped']} dropped, {size / 1e6:.1f} MB, "
+          f"ok={status['recording_ok']} (written by a separate process: batonlab.deploy.bag_writer)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("export", nargs="?", type=Path, help="export folder (default: arm_reach with a random MLP)")
     parser.add_argument("--steps", type=int, default=5000)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--domain-id", type=int, default=77)
+    parser.add_argument("--record-seconds", type=float, default=20.0, help="duration of each recording condition")
     parser.add_argument("--no-ros", action="store_true")
+    parser.add_argument("--no-record", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         export_dir = args.export or random_mlp_export(Path(tmp) / "exported")
         print(f"policy: {export_dir}")
         bench_in_process(export_dir, args.steps)
+        if not args.no_record:
+            bench_recording(export_dir, args.record_seconds)
         if not args.no_ros:
             bench_ros(export_dir, args.seconds, args.domain_id)
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""BagRecorder: standard readers open its bags, and a failing disk never stops the caller."""
+"""BagRecorder: standard readers open its bags, and a failing or stalled disk never stops the caller."""
 
 from __future__ import annotations
 
@@ -115,7 +115,7 @@ def test_disk_full_stops_recording_not_the_caller(tmp_path, monkeypatch):
         return original(self, connection, timestamp, data)
 
     monkeypatch.setattr(Writer, "write", write)
-    rec = BagRecorder(tmp_path / "bag", META, JOINTS, chunk_bytes=4096)
+    rec = BagRecorder(tmp_path / "bag", META, JOINTS, chunk_bytes=4096, isolate=False)  # the writer in this process
     start = time.perf_counter()
     for k in range(400):
         rec.joint_state(k * 5_000_000, np.zeros(20), np.zeros(20))
@@ -143,7 +143,7 @@ def test_a_stalled_disk_never_blocks_the_caller(tmp_path, monkeypatch):
         return original(self, connection, timestamp, data)
 
     monkeypatch.setattr(Writer, "write", slow_write)
-    rec = BagRecorder(tmp_path / "bag", META, JOINTS, queue_size=50)
+    rec = BagRecorder(tmp_path / "bag", META, JOINTS, queue_size=50, isolate=False)
     worst = 0.0
     for k in range(300):
         start = time.perf_counter()
@@ -154,8 +154,50 @@ def test_a_stalled_disk_never_blocks_the_caller(tmp_path, monkeypatch):
     assert rec.close()["recording_ok"]
 
 
+def test_a_stopped_writer_process_never_blocks_the_caller(tmp_path):
+    import os
+    import signal
+
+    rec = BagRecorder(tmp_path / "bag", META, JOINTS, queue_size=2000, forward_interval_s=0.01)
+    os.kill(rec._process.pid, signal.SIGSTOP)  # a writer that makes no progress (a hung disk)
+    try:
+        worst = 0.0
+        for k in range(20000):  # ~16 MB: more than the pipe and the queue hold
+            start = time.perf_counter()
+            rec.joint_state(k * 5_000_000, np.full(20, float(k)), np.zeros(20), np.zeros(20))
+            rec.policy_step(k * 5_000_000, k, np.zeros(66), np.zeros(20), np.zeros(20), "run")
+            worst = max(worst, time.perf_counter() - start)
+        assert rec.dropped > 0 and worst < 0.05
+    finally:
+        os.kill(rec._process.pid, signal.SIGCONT)
+    status = rec.close()
+    assert status["recording_ok"] and status["recording_written"] == 40001 - status["recording_dropped"]
+    log = open_bag(tmp_path / "bag")
+    assert not log.truncated and log.joint_states.t.size + log.policy_steps.t.size == 40000 - rec.dropped
+
+
+def test_the_bag_is_closed_when_the_recording_process_dies(tmp_path):
+    script = textwrap.dedent(f"""
+        import os, signal, time, numpy as np
+        from batonlab.deploy.recording import BagRecorder
+        rec = BagRecorder({str(tmp_path / 'bag')!r}, {{"task": "t"}}, ["a", "b"], forward_interval_s=0.01)
+        for k in range(100):
+            rec.joint_state(k * 5_000_000, [0.0, 1.0], [0.0, 0.0])
+        time.sleep(0.5)  # forwarded; now die without closing
+        os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == -9, result.stderr
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "bag" / "metadata.yaml").is_file() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    log = open_bag(tmp_path / "bag")
+    assert not log.truncated and log.joint_states.t.size == 100
+
+
 def test_file_size_limit_in_a_200hz_loop(tmp_path):
-    """A real failing file system (RLIMIT_FSIZE): the 200 Hz loop runs all its ticks and reports the failure."""
+    """A real failing file system (RLIMIT_FSIZE, inherited by the writer process): the 200 Hz loop runs all its
+    ticks and reports the failure."""
     script = textwrap.dedent(f"""
         import json, resource, signal, time
         import numpy as np

@@ -3,6 +3,7 @@
 
     batonlab deploy EXPORT_DIR                      validate manifest.json + policy.onnx, print the contract
     batonlab deploy --sim CHECKPOINT_OR_EXPORT_DIR  sim_robot_node + policy_node over ROS 2 (loopback DDS)
+    batonlab deploy --sim … --record DIR            … and policy_node records a rosbag2 bag in DIR (batonlab replay BAG)
 
 A checkpoint (`model_*.pt`) or a run folder is exported first (next to it, in `exported/`). The two
 nodes run as child processes, like `ros2 launch deploy_ros sim_to_sim.launch.py` would start them;
@@ -134,6 +135,7 @@ def run(args: list[str]) -> int:
     parser.add_argument("--domain-id", type=int, default=int(os.environ.get("ROS_DOMAIN_ID", 42)))
     parser.add_argument("--results", type=Path, default=None, help="JSON summary of the episodes")
     parser.add_argument("--no-loopback", action="store_true", help="use the default DDS transports instead of 127.0.0.1")
+    parser.add_argument("--record", type=Path, default=None, metavar="DIR", help="policy_node records a bag in DIR (--sim)")
     ns = parser.parse_args(args)
 
     export_dir = resolve_export(ns.target.resolve(), ns.task)
@@ -150,8 +152,9 @@ def run(args: list[str]) -> int:
         print("[batonlab] manifest and policy.onnx are consistent; on a robot: "
               f"ros2 launch deploy_ros policy.launch.py export:={export_dir}")
         return 0
+    record = {"record": True, "record_dir": str(ns.record.resolve()), "record_seed": ns.seed} if ns.record else None
     summary = run_sim_to_sim(export_dir, ns.task or manifest.task, ns.seed, ns.episodes, ns.domain_id, ns.results,
-                             loopback=not ns.no_loopback)
+                             policy_params=record, loopback=not ns.no_loopback)
     if summary:
         print(f"[batonlab] sim-to-sim over ROS 2: success rate {summary['success_rate']:.3f} over "
               f"{summary['num_episodes']} episodes (seeds {ns.seed}..{ns.seed + summary['num_episodes'] - 1})")

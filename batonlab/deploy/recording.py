@@ -21,17 +21,25 @@ Metadata (task, robot, seed, manifest sha256, joint order, initial state …) is
 which rosbag2 writes when the bag is closed, and as the JSON first message of `/batonlab/metadata`,
 which survives a crash or a truncated file.
 
-The control loop never waits for the disk: `BagRecorder` methods copy their arguments into a
-bounded queue and return; a background thread serialises and writes. A write error (disk full,
-file system gone) stops the recording, not the caller: `ok` turns False and `error` says why.
-This module imports numpy, rosbags and the standard library only.
+The control loop never waits for the disk, nor shares its CPU time with serialisation: the
+`BagRecorder` methods copy their arguments (as bytes) into a bounded queue and return; a small
+thread forwards them through a pipe to a writer process (`batonlab.deploy.bag_writer`) that
+builds the messages, serialises them and writes the bag. A write error (disk full, file system
+gone) stops the recording, not the caller: `ok` turns False and `error` says why. The writer
+process also closes the bag properly if the recording process dies. This module imports numpy,
+rosbags and the standard library only.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import pickle
 import queue
+import select
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -123,9 +131,12 @@ _STOP = object()
 class BagRecorder:
     """A rosbag2 (MCAP) writer that never blocks its caller.
 
-    Every `joint_state` / `policy_step` / … call copies its arrays into a queue (a few µs) and
-    returns; a daemon thread builds the messages, serialises them (CDR) and writes them. Chunks are
-    flushed to disk every `chunk_interval_s` or `chunk_bytes`, so a crash loses at most that much.
+    Every `joint_state` / `policy_step` / … call converts its arrays to bytes, queues them (a few
+    µs) and returns. With `isolate=True` (the default, for control loops) a thread forwards the
+    queue in batches through a pipe to a writer process, so serialisation and disk I/O neither
+    hold this process's GIL nor block it; with `isolate=False` (simulation) a thread of this
+    process writes. Chunks are flushed to disk every `chunk_interval_s` or `chunk_bytes`, so a crash
+    loses at most that much.
 
     Args:
         path: Bag folder to create; it must not exist.
@@ -136,9 +147,13 @@ class BagRecorder:
         queue_size: Pending calls beyond this are dropped (and counted in `dropped`), not waited for.
         chunk_bytes: Flush the current MCAP chunk when it holds this many bytes.
         chunk_interval_s: … or when it is this old (wall time) [s].
+        isolate: Write in a separate process (True) or in a thread of this one (False).
+        forward_interval_s: With `isolate`, how often the forwarding thread wakes up [s]. It is not
+            woken by each call: a thread woken in the middle of a control step would take the CPU
+            (and then the GIL) from it.
 
     Raises:
-        RecorderError: The folder exists or cannot be created.
+        RecorderError: The folder exists or cannot be created, or the writer process did not start.
     """
 
     def __init__(
@@ -151,11 +166,9 @@ class BagRecorder:
         queue_size: int = 10000,
         chunk_bytes: int = 1 << 20,
         chunk_interval_s: float = 1.0,
+        isolate: bool = True,
+        forward_interval_s: float = 0.05,
     ):
-        try:
-            from rosbags.rosbag2 import StoragePlugin, Writer
-        except ImportError as err:  # pragma: no cover - rosbags is a dependency
-            raise RecorderError(f"recording needs the rosbags package ({err})") from None
         self.path = Path(path)
         self.joint_names = tuple(joint_names)
         self.command_joint_names = tuple(command_joint_names if command_joint_names is not None else joint_names)
@@ -168,33 +181,36 @@ class BagRecorder:
             "topics": dict(self.topics),
         }
         self.queue_size = int(queue_size)
-        self.chunk_bytes = int(chunk_bytes)
-        self.chunk_interval_s = float(chunk_interval_s)
-        # Status, written by the writer thread and read by anyone.
+        self.isolate = bool(isolate)
+        # Status: written by the forwarding/writing thread, read by anyone.
         self.error: str | None = None
         """Why recording stopped (None while it works)."""
         self.dropped = 0
         """Calls dropped because the queue was full or recording had failed."""
         self.written = 0
-        """Messages written to the bag."""
+        """Messages written to the bag (reported by the writer process about twice a second)."""
         self._failed = False
         self._closed = False
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
-
-        self._typestore = make_typestore()
+        self._closing = threading.Event()
+        self.forward_interval_s = float(forward_interval_s)
         try:
-            self._writer = Writer(self.path, version=9, storage_plugin=StoragePlugin.MCAP)
-            for key in ("task", "robot", "seed", "manifest_sha256", "source"):
-                if self.metadata.get(key) is not None:
-                    self._writer.set_custom_data(f"batonlab.{key}", str(self.metadata[key]))
-            self._writer.set_custom_data("batonlab", metadata_json(self.metadata))
-            self._writer.open()
-        except Exception as err:  # exists, permissions, read-only file system, metadata JSON cannot hold
-            raise RecorderError(f"cannot create bag {self.path}: {err}") from None
-        self._connections: dict[str, Any] = {}
-        self._metadata_written = False
-        self._last_flush = time.monotonic()
-        self._thread = threading.Thread(target=self._run, name=f"bag-writer:{self.path.name}", daemon=True)
+            metadata_json(self.metadata)
+        except (TypeError, ValueError) as err:
+            raise RecorderError(f"bag metadata must be JSON: {err}") from None
+        config = {"path": str(self.path), "metadata": self.metadata, "joint_names": list(self.joint_names),
+                  "topics": self.topics, "chunk_bytes": int(chunk_bytes), "chunk_interval_s": float(chunk_interval_s)}
+        if self.path.exists():
+            raise RecorderError(f"cannot create bag {self.path}: it exists already")
+        if self.isolate:
+            self._start_process(config)
+            target = self._forward
+        else:
+            from batonlab.deploy.bag_writer import BagWriter
+
+            self._writer = BagWriter(**config)
+            target = self._write_here
+        self._thread = threading.Thread(target=target, name=f"bag-recorder:{self.path.name}", daemon=True)
         self._thread.start()
 
     # Status.
@@ -206,7 +222,7 @@ class BagRecorder:
 
     @property
     def pending(self) -> int:
-        """Calls queued but not written yet."""
+        """Calls queued in this process and not forwarded yet."""
         return self._queue.qsize()
 
     def status(self) -> dict[str, Any]:
@@ -214,56 +230,56 @@ class BagRecorder:
         return {"recording": str(self.path), "recording_ok": self.ok, "recording_error": self.error,
                 "recording_written": self.written, "recording_dropped": self.dropped, "recording_pending": self.pending}
 
-    # Recording (called from the control loop; copies and enqueues only).
+    # Recording (called from the control loop: convert, enqueue, return).
 
     def joint_state(self, stamp_ns: int, position, velocity=None, effort=None, names: Sequence[str] | None = None,
                     header_ns: int | None = None) -> None:
         """Joint positions [rad or m], velocities and efforts [N·m or N] of `names` (default `joint_names`)."""
-        self._put(("joint_states", int(stamp_ns), header_ns, names, np.array(position, dtype=np.float64),
-                   _opt(velocity), _opt(effort)))
+        self._put(("joint_states", int(stamp_ns), header_ns, None if names is None else tuple(names), _b64(position),
+                   _opt64(velocity), _opt64(effort)))
 
     def imu(self, stamp_ns: int, orientation_wxyz, angular_velocity, linear_acceleration, frame_id: str = "",
             header_ns: int | None = None) -> None:
         """Base orientation (quaternion wxyz), angular velocity [rad/s] and proper acceleration [m/s²]."""
-        self._put(("imu", int(stamp_ns), header_ns, frame_id, np.array(orientation_wxyz, dtype=np.float64),
-                   np.array(angular_velocity, dtype=np.float64), np.array(linear_acceleration, dtype=np.float64)))
+        self._put(("imu", int(stamp_ns), header_ns, str(frame_id), _b64(orientation_wxyz), _b64(angular_velocity),
+                   _b64(linear_acceleration)))
 
     def twist(self, stamp_ns: int, linear, angular) -> None:
         """A velocity command [m/s, rad/s]."""
-        self._put(("cmd_vel", int(stamp_ns), None, np.array(linear, dtype=np.float64), np.array(angular, dtype=np.float64)))
+        self._put(("cmd_vel", int(stamp_ns), None, _b64(linear), _b64(angular)))
 
     def joint_command(self, stamp_ns: int, values) -> None:
         """The joint targets sent to the servos, in `command_joint_names` order."""
-        self._put(("joint_commands", int(stamp_ns), None, np.array(values, dtype=np.float64)))
+        self._put(("joint_commands", int(stamp_ns), None, _b64(values)))
 
     def task_command(self, name: str, stamp_ns: int, values, frame_id: str = "", header_ns: int | None = None) -> None:
         """A task command (e.g. a reach target) on `/commands/<name>`."""
-        self._put(("vector", int(stamp_ns), header_ns, COMMAND_TOPIC_PREFIX + name, frame_id,
-                   np.array(values, dtype=np.float64).reshape(-1)))
+        self._put(("vector", int(stamp_ns), header_ns, COMMAND_TOPIC_PREFIX + name, str(frame_id), _b64(values)))
 
     def sensor(self, name: str, stamp_ns: int, values, frame_id: str = "", header_ns: int | None = None) -> None:
         """A sensor the policy reads by name (e.g. the tool point `ee_pos_b`) on `/sensors/<name>`."""
-        self._put(("vector", int(stamp_ns), header_ns, SENSOR_TOPIC_PREFIX + name, frame_id,
-                   np.array(values, dtype=np.float64).reshape(-1)))
+        self._put(("vector", int(stamp_ns), header_ns, SENSOR_TOPIC_PREFIX + name, str(frame_id), _b64(values)))
 
     def policy_step(self, stamp_ns: int, step: int, observation, action_raw, action_filtered=None, safety_state: str = "",
                     safety_reason: str = "", episode: int = 0, input_ns: int = 0, compute_time_s: float = 0.0) -> None:
         """One control step: the observation the policy saw, its raw output and the filtered targets."""
-        self._put(("policy_step", int(stamp_ns), None, int(step), int(episode), np.array(observation, dtype=np.float32),
-                   _opt(action_raw, np.float32), _opt(action_filtered), str(safety_state), str(safety_reason),
-                   int(input_ns), float(compute_time_s)))
+        self._put(("policy_step", int(stamp_ns), None, int(step), int(episode), _b32(observation), _opt32(action_raw),
+                   _opt64(action_filtered), str(safety_state), str(safety_reason), int(input_ns), float(compute_time_s)))
 
     def close(self, timeout_s: float = 30.0) -> dict[str, Any]:
-        """Write what is queued, the index and metadata.yaml; returns `status()`.
+        """Write what is queued, the bag's summary and metadata.yaml; returns `status()`.
 
         Never raises on write errors: they end up in `error`.
         """
         if not self._closed:
             self._closed = True
             self._queue.put(_STOP)
+            self._closing.set()
             self._thread.join(timeout_s)
             if self._thread.is_alive():
                 self._fail(f"the writer did not finish within {timeout_s:.0f} s")
+            if self.isolate:
+                self._stop_process(timeout_s)
         return self.status()
 
     def __enter__(self) -> BagRecorder:
@@ -272,7 +288,7 @@ class BagRecorder:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    # Private methods.
+    # Private methods: both modes.
 
     def _put(self, item: tuple) -> None:
         if self._failed or self._closed or self._queue.qsize() >= self.queue_size:
@@ -287,141 +303,186 @@ class BagRecorder:
             log.error("recording to %s stopped: %s (%d messages written); the caller keeps running",
                       self.path, reason, self.written)
 
-    def _run(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is _STOP:
-                break
-            if self._failed:
-                self.dropped += 1
-                continue
+    def _batch(self, wait: bool = True) -> tuple[list, bool]:
+        """The queued items (with `wait`, waiting for the first), and whether the recorder is closing."""
+        items = [self._queue.get()] if wait else []
+        while len(items) < 4096:
             try:
-                self._write_item(item)
-                self._maybe_flush()
-            except Exception as err:  # disk full, file system errors, bad values: stop recording, not the caller
-                self._fail(f"{type(err).__name__}: {err}")
-                self._abort()
-                continue
-            if not self._queue.empty():
-                # Hand the GIL to the control loop between messages, so a backlog never delays it by more than one.
+                items.append(self._queue.get_nowait())
+            except queue.Empty:
+                break
+        stop = any(item is _STOP for item in items)
+        return [item for item in items if item is not _STOP], stop
+
+    # Private methods: writing in this process (isolate=False).
+
+    def _write_here(self) -> None:
+        while True:
+            items, stop = self._batch()
+            for item in items:
+                if self._failed:
+                    self.dropped += 1
+                    continue
+                try:
+                    self._writer.write(item)
+                    self.written = self._writer.written
+                except Exception as err:  # disk full, file system errors: stop recording, not the caller
+                    self._fail(f"{type(err).__name__}: {err}")
+                    self._writer.abort()
+                # Hand the GIL back between messages: a backlog never delays the caller by more than one.
                 time.sleep(20e-6)
-        self._finish()
+            if stop:
+                break
+        if not self._failed:
+            try:
+                self._writer.close({"dropped": self.dropped})
+                self.written = self._writer.written
+            except Exception as err:  # noqa: BLE001 - reported in `error`
+                self._fail(f"closing the bag failed: {type(err).__name__}: {err}")
+                self._writer.abort()
 
-    def _finish(self) -> None:
-        if self._failed:
-            self._abort()
-            return
-        try:
-            if not self._metadata_written:
-                self._write_metadata(0)
-            self._writer.set_custom_data("batonlab.recorder", json.dumps({"written": self.written, "dropped": self.dropped}))
-            self._writer.close()
-        except Exception as err:
-            self._fail(f"closing the bag failed: {type(err).__name__}: {err}")
-            self._abort()
+    # Private methods: the writer process (isolate=True).
 
-    def _abort(self) -> None:
-        try:
-            self._writer.abort()
-        except Exception:  # pragma: no cover - the file is already broken
+    def _start_process(self, config: dict, timeout_s: float = 60.0) -> None:
+        import batonlab
+
+        data_r, data_w = os.pipe()
+        status_r, status_w = os.pipe()
+        try:  # a 1 MiB pipe absorbs a stalled disk for a few seconds before anything is dropped
+            import fcntl
+
+            fcntl.fcntl(data_w, 1031, 1 << 20)  # F_SETPIPE_SZ (Linux)
+        except (ImportError, OSError):
             pass
+        root = str(Path(batonlab.__file__).resolve().parents[1])
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p))
+        try:
+            # Own session: a Ctrl-C for the process group must not kill the writer before it closes the bag.
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "batonlab.deploy.bag_writer", str(data_r), str(status_w)],
+                pass_fds=(data_r, status_w), stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+        except OSError as err:
+            for fd in (data_r, data_w, status_r, status_w):
+                os.close(fd)
+            raise RecorderError(f"cannot start the bag writer process: {err}") from None
+        os.close(data_r)
+        os.close(status_w)
+        self._data_fd: int | None = data_w
+        self._status_fd, self._status_buffer = status_r, b""
+        os.set_blocking(status_r, False)
+        self._send(config)
+        event = self._wait_status(("ready", "error"), timeout_s)
+        if event is None or event["event"] != "ready":
+            reason = (event or {}).get("error") or f"the bag writer process did not start within {timeout_s:.0f} s"
+            self._close_data()
+            if self._process.poll() is None:
+                self._process.kill()
+            self._process.wait()
+            os.close(self._status_fd)
+            raise RecorderError(reason)
 
-    def _connection(self, topic: str, msgtype: str):
-        conn = self._connections.get(topic)
-        if conn is None:
-            conn = self._writer.add_connection(topic, msgtype, typestore=self._typestore)
-            self._connections[topic] = conn
-        return conn
+    def _send(self, obj) -> None:
+        """One frame (uint32 length + pickle) to the writer process; blocks while the pipe is full."""
+        data = pickle.dumps(obj, protocol=5)
+        view = memoryview(len(data).to_bytes(4, "little") + data)
+        while view:
+            if self._data_fd is None:
+                raise BrokenPipeError("the recorder is closed")
+            view = view[os.write(self._data_fd, view):]
 
-    def _write(self, topic: str, msgtype: str, stamp_ns: int, msg) -> None:
-        data = self._typestore.serialize_cdr(msg, msgtype)
-        self._writer.write(self._connection(topic, msgtype), stamp_ns, data)
-        self.written += 1
+    def _close_data(self) -> None:
+        fd, self._data_fd = self._data_fd, None
+        if fd is not None:
+            os.close(fd)  # EOF: the writer process closes the bag
 
-    def _write_metadata(self, stamp_ns: int) -> None:
-        String = self._typestore.types["std_msgs/msg/String"]
-        self._write(self.topics["metadata"], MSG_TYPES["metadata"], stamp_ns, String(data=metadata_json(self.metadata)))
-        self._metadata_written = True
+    def _forward(self) -> None:
+        while True:
+            self._closing.wait(self.forward_interval_s)
+            items, stop = self._batch(wait=False)
+            if items and self._failed:
+                self.dropped += len(items)
+            elif items:
+                try:
+                    self._send(items)
+                except OSError as err:  # the writer process is gone
+                    self._read_status()
+                    self._fail(self.error or f"the bag writer process exited ({err})")
+            self._read_status()
+            if stop:
+                break
+        self._close_data()
 
-    def _write_item(self, item: tuple) -> None:
-        kind, stamp_ns, header_ns = item[0], item[1], item[2]
-        if not self._metadata_written:
-            self._write_metadata(stamp_ns)
-        T = self._typestore.types
-        header = T["std_msgs/msg/Header"](stamp=_time(T, stamp_ns if header_ns is None else header_ns), frame_id="")
-        if kind == "joint_states":
-            names, position, velocity, effort = item[3:]
-            names = list(self.joint_names if names is None else names)
-            msg = T[MSG_TYPES[kind]](header=header, name=names, position=position,
-                                     velocity=_or_empty(velocity), effort=_or_empty(effort))
-        elif kind == "imu":
-            frame_id, quat, ang_vel, lin_acc = item[3:]
-            header.frame_id = frame_id
-            Vector3, Quaternion = T["geometry_msgs/msg/Vector3"], T["geometry_msgs/msg/Quaternion"]
-            msg = T[MSG_TYPES[kind]](
-                header=header, orientation=Quaternion(w=quat[0], x=quat[1], y=quat[2], z=quat[3]),
-                orientation_covariance=np.zeros(9), angular_velocity=Vector3(*ang_vel),
-                angular_velocity_covariance=np.zeros(9), linear_acceleration=Vector3(*lin_acc),
-                linear_acceleration_covariance=np.zeros(9))
-        elif kind == "cmd_vel":
-            linear, angular = item[3:]
-            Vector3 = T["geometry_msgs/msg/Vector3"]
-            msg = T[MSG_TYPES[kind]](linear=Vector3(*linear), angular=Vector3(*angular))
-        elif kind == "joint_commands":
-            msg = _float_array(T, item[3], "joints")
-        elif kind == "vector":
-            topic, frame_id, values = item[3:]
-            if values.size == 3:
-                header.frame_id = frame_id
-                msgtype = "geometry_msgs/msg/PointStamped"
-                msg = T[msgtype](header=header, point=T["geometry_msgs/msg/Point"](*values))
+    def _read_status(self) -> tuple[list[dict], bool]:
+        """Apply the writer process's new status lines; returns them and whether its end is closed."""
+        eof = False
+        while True:
+            try:
+                chunk = os.read(self._status_fd, 65536)
+            except (BlockingIOError, InterruptedError):
+                break
+            if not chunk:
+                eof = True
+                break
+            self._status_buffer += chunk
+        *lines, self._status_buffer = self._status_buffer.split(b"\n")
+        events = []
+        for line in lines:
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            events.append(event)
+            self.written = int(event.get("written", self.written))
+            if event.get("error"):
+                self._fail(event["error"])
+        return events, eof
+
+    def _wait_status(self, wanted: tuple[str, ...], timeout_s: float) -> dict | None:
+        """The first status line of an event in `wanted`, or None (timeout, or the process closed its end)."""
+        deadline = time.monotonic() + timeout_s
+        while (left := deadline - time.monotonic()) > 0:
+            ready, _, _ = select.select([self._status_fd], [], [], left)
+            if not ready:
+                return None
+            events, eof = self._read_status()
+            for event in events:
+                if event.get("event") in wanted:
+                    return event
+            if eof:
+                return None
+        return None
+
+    def _stop_process(self, timeout_s: float) -> None:
+        self._close_data()
+        if self._wait_status(("closed",), timeout_s) is None:
+            if self._process.poll() is None:
+                self._process.kill()
+                self._fail(f"the bag writer process did not finish within {timeout_s:.0f} s")
             else:
-                msgtype = "std_msgs/msg/Float64MultiArray"
-                msg = _float_array(T, values, topic.rsplit("/", 1)[-1])
-            self._write(topic, msgtype, stamp_ns, msg)
-            return
-        elif kind == "policy_step":
-            step, episode, obs, raw, filtered, state, reason, input_ns, compute_time = item[3:]
-            msg = T[POLICY_STEP_TYPE](
-                header=header, step=step, episode=episode, observation=obs,
-                action_raw=_or_empty(raw, np.float32), action_filtered=_or_empty(filtered),
-                safety_state=state, safety_reason=reason, input_stamp=_time(T, input_ns), compute_time=compute_time)
-        else:  # pragma: no cover - every kind above is produced by this class
-            raise ValueError(f"unknown record kind {kind!r}")
-        self._write(self.topics[kind], MSG_TYPES[kind], stamp_ns, msg)
-
-    def _maybe_flush(self) -> None:
-        """Close the current MCAP chunk when it is big or old enough, and push it to the disk.
-
-        rosbags' MCAP writer keeps a chunk in memory until it reaches 1 MiB; a robot log at a few
-        hundred messages per second would lose minutes on a crash. `close_chunk` is the writer's
-        own method for that (it is what `close()` calls).
-        """
-        storage = self._writer.storage
-        chunk = getattr(storage, "chunk", None)
-        if chunk is None or not chunk.msgs:
-            return
-        now = time.monotonic()
-        if chunk.bio.tell() >= self.chunk_bytes or now - self._last_flush >= self.chunk_interval_s:
-            storage.close_chunk()
-            storage.bio.flush()
-            self._last_flush = now
+                self._fail(f"the bag writer process exited with code {self._process.returncode} before closing the bag")
+        try:
+            self._process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        os.close(self._status_fd)
 
 
-def _opt(values, dtype=np.float64):
-    return None if values is None else np.array(values, dtype=dtype)
+def _b64(values) -> bytes:
+    if type(values) is np.ndarray and values.dtype == np.float64:  # the common case, 3x faster
+        return values.tobytes()
+    return np.asarray(values, dtype=np.float64).tobytes()
 
 
-def _or_empty(values, dtype=np.float64) -> np.ndarray:
-    return np.zeros(0, dtype=dtype) if values is None else values
+def _b32(values) -> bytes:
+    if type(values) is np.ndarray and values.dtype == np.float32:
+        return values.tobytes()
+    return np.asarray(values, dtype=np.float32).tobytes()
 
 
-def _time(T, stamp_ns: int):
-    sec, nanosec = divmod(int(stamp_ns), 1_000_000_000)
-    return T["builtin_interfaces/msg/Time"](sec=sec, nanosec=nanosec)
+def _opt64(values) -> bytes | None:
+    return None if values is None else _b64(values)
 
 
-def _float_array(T, values: np.ndarray, label: str):
-    layout = T["std_msgs/msg/MultiArrayLayout"](
-        dim=[T["std_msgs/msg/MultiArrayDimension"](label=label, size=values.size, stride=values.size)], data_offset=0)
-    return T["std_msgs/msg/Float64MultiArray"](layout=layout, data=values)
+def _opt32(values) -> bytes | None:
+    return None if values is None else _b32(values)

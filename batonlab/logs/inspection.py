@@ -31,7 +31,7 @@ def bag_info(raw: RawBag) -> dict[str, Any]:
         "messages": sum(i.count for i in log.topics.values()),
         "topics": {t: {"type": i.msgtype, "count": i.count, "rate_hz": i.rate_hz, "first_s": i.first_s, "last_s": i.last_s}
                    for t, i in sorted(log.topics.items())},
-        "metadata": {k: log.metadata[k] for k in _METADATA_KEYS if k in log.metadata},
+        "metadata": {k: log.metadata[k] for k in _METADATA_KEYS if log.metadata.get(k) is not None},
         "truncated": log.truncated,
         "warnings": list(log.warnings),
     }

@@ -223,6 +223,7 @@ def _open_loop(log: BagLog, env: BatonEnv, physics: str) -> OpenLoopResult:
     segments: list[tuple[int, int]] = []
     if physics == "logged" and not log.metadata.get("physics") and log.metadata.get("source") != "sim":
         notes.append("the bag holds no physics parameters: replayed on the nominal model")
+        physics = "nominal"
 
     def start_at(k: int, from_metadata: bool) -> None:
         if from_metadata:

@@ -168,7 +168,8 @@ class EpisodeRecorder:
                 "physics": world_params(env, i),
             }
             json.loads(metadata_json(meta))  # fail here, not in the writer thread, on values JSON cannot hold
-            self.recorders[i] = BagRecorder(path, meta, self.joint_names, chunk_bytes=self.chunk_bytes)
+            # Simulation is not real time: the bag is written by a thread of this process.
+            self.recorders[i] = BagRecorder(path, meta, self.joint_names, chunk_bytes=self.chunk_bytes, isolate=False)
             self.paths.append(path)
         self._step = 0
 

@@ -8,6 +8,11 @@ Publishes:   joint commands as std_msgs/Float64MultiArray for ros2_control's for
              (and/or trajectory_msgs/JointTrajectory), ~/state (std_msgs/String, JSON, one per
              state transition, latched) and diagnostics (diagnostic_msgs/DiagnosticArray).
 Services:    ~/reset (leave damp; refused while the e-stop is on), ~/start (when auto_start is off).
+Recording:   with `record:=true`, a rosbag2 (MCAP) bag in `record_dir` holds the received inputs, every
+             policy step (observation, raw and filtered action, safety state) and the commands sent
+             (`batonlab.deploy.recording`; `batonlab replay BAG` replays it in simulation). A separate
+             writer process serialises and writes; if writing fails (disk full) the node logs it,
+             reports it in diagnostics and keeps controlling.
 
 The control step runs on a steady-clock timer at the manifest's control rate; input ages are
 measured from message arrival on the same steady clock, so the watchdog works whatever the robot's
@@ -21,6 +26,7 @@ import json
 import logging
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import rclpy
@@ -61,6 +67,10 @@ PARAMETERS = {
     "damp_mode": "damp",  # damp | hold
     "auto_start": True,
     "diagnostics_rate_hz": 2.0,
+    "record": False,  # write a rosbag2 (MCAP) bag of inputs, policy steps and commands
+    "record_dir": "bags",  # bags go to <record_dir>/<task>_<date-time>
+    "record_robot": "",  # robot name stored in the bag's metadata
+    "record_seed": -1,  # seed stored in the bag's metadata (sim-to-sim episodes); -1: none
 }
 """Parameters and their defaults (config/policy_node.yaml documents them for a robot)."""
 
@@ -111,6 +121,11 @@ class PolicyNode(Node):
         self.control_clock = self.get_clock() if self.use_sim_time else Clock(clock_type=ClockType.STEADY_TIME)
         logging.getLogger("batonlab.deploy").addHandler(logging.NullHandler())  # transitions are logged here
 
+        # Recording (before the subscriptions, whose callbacks record).
+        self._joint_stamp_ns = 0
+        self.recorder = self._open_recorder(p) if p["record"] else None
+        self._record_failure_reported = False
+
         # Publishers.
         reliable = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
         latched = QoSProfile(depth=20, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
@@ -156,6 +171,53 @@ class PolicyNode(Node):
         """Control-clock time [s]: input ages, ramp and watchdog are measured on it."""
         return self.control_clock.now().nanoseconds * 1e-9
 
+    def _log_ns(self) -> int:
+        """Log time of recorded messages: the node's ROS clock (the simulator's /clock with use_sim_time) [ns]."""
+        return self.get_clock().now().nanoseconds
+
+    # Recording.
+
+    def _open_recorder(self, p: dict):
+        """A `BagRecorder` in `record_dir`, or None (logged) if the bag cannot be created: the policy runs anyway."""
+        from batonlab.deploy.manifest import sha256_file
+        from batonlab.deploy.recording import BagRecorder, RecorderError
+
+        manifest_file = Path(p["manifest"])
+        manifest_file = manifest_file / "manifest.json" if manifest_file.is_dir() else manifest_file
+        raw = {k: v for k, v in self.manifest.raw.items() if k != "training_config"}
+        metadata = {
+            "source": "policy_node", "task": self.manifest.task, "robot": p["record_robot"] or None,
+            "seed": p["record_seed"] if p["record_seed"] >= 0 else None,
+            "manifest_sha256": sha256_file(manifest_file), "manifest_source": "export",
+            "export_dir": str(manifest_file.parent.resolve()), "manifest": raw,
+            "control_dt": self.period_s, "use_sim_time": self.use_sim_time,
+        }
+        topics = {"joint_states": self.resolve_topic_name(p["joint_states_topic"]), "imu": self.resolve_topic_name(p["imu_topic"]),
+                  "cmd_vel": self.resolve_topic_name(p["cmd_vel_topic"]),
+                  "joint_commands": self.resolve_topic_name(p["command_topic"])}
+        path = Path(p["record_dir"]) / f"{self.manifest.task}_{time.strftime('%Y%m%d-%H%M%S')}"
+        try:
+            recorder = BagRecorder(path, metadata, self.manifest.joint_names, self.command_joint_order, topics)
+        except RecorderError as err:
+            self.get_logger().error(f"recording disabled: {err}; the policy runs without it")
+            return None
+        self.get_logger().info(f"recording to {path}")
+        return recorder
+
+    def _check_recorder(self) -> None:
+        if not self._record_failure_reported and not self.recorder.ok:
+            self._record_failure_reported = True
+            self.get_logger().error(f"recording to {self.recorder.path} stopped: {self.recorder.error}; "
+                                    "the policy keeps running without it")
+            self._publish_diagnostics(self._now())
+
+    def destroy_node(self):
+        if getattr(self, "recorder", None) is not None:
+            status, self.recorder = self.recorder.close(), None
+            print(f"[policy_node] recording closed: {status['recording']}, {status['recording_written']} messages, "
+                  f"{status['recording_dropped']} dropped, error: {status['recording_error']}", file=sys.stderr, flush=True)
+        return super().destroy_node()
+
     # Callbacks.
 
     def _on_joint_states(self, msg: JointState) -> None:
@@ -165,17 +227,32 @@ class PolicyNode(Node):
             raise RefusedToStart(str(err)) from None
         except InputError as err:
             self.get_logger().warning(f"dropped joint_states: {err}", throttle_duration_sec=1.0)
+        self._joint_stamp_ns = _stamp_ns(msg.header)
+        if self.recorder is not None:
+            self.recorder.joint_state(self._log_ns(), msg.position, msg.velocity, msg.effort, names=tuple(msg.name),
+                                      header_ns=self._joint_stamp_ns)
 
     def _vector_callback(self, name: str):
+        record = None
+        if self.recorder is not None:
+            record = self.recorder.sensor if self.runtime.vectors[name].kind == "sensor" else self.recorder.task_command
+
         def callback(msg) -> None:
+            values = msg_to_vector(msg)
             try:
-                if not self.runtime.set_vector(name, msg_to_vector(msg), self._now()):
+                if not self.runtime.set_vector(name, values, self._now()):
                     self.get_logger().warning(f"rejected non-finite {name}", throttle_duration_sec=1.0)
             except InputError as err:
                 self.get_logger().warning(f"dropped {name}: {err}", throttle_duration_sec=1.0)
+            if record is not None:
+                header = getattr(msg, "header", None)
+                record(name, self._log_ns(), values, header_ns=_stamp_ns(header) if header is not None else None)
         return callback
 
     def _on_cmd_vel(self, msg: Twist) -> None:
+        if self.recorder is not None:
+            self.recorder.twist(self._log_ns(), (msg.linear.x, msg.linear.y, msg.linear.z),
+                                (msg.angular.x, msg.angular.y, msg.angular.z))
         name = self.params["cmd_vel_command"]
         if not name:
             return
@@ -186,6 +263,10 @@ class PolicyNode(Node):
     def _on_imu(self, msg: Imu) -> None:
         # No observation term reads the IMU yet (batonlab.deploy refuses unknown terms); its age is reported.
         self.imu_stamp = self._now()
+        if self.recorder is not None:
+            o, w, a = msg.orientation, msg.angular_velocity, msg.linear_acceleration
+            self.recorder.imu(self._log_ns(), (o.w, o.x, o.y, o.z), (w.x, w.y, w.z), (a.x, a.y, a.z),
+                              frame_id=msg.header.frame_id, header_ns=_stamp_ns(msg.header))
 
     def _on_estop(self, msg: Bool) -> None:
         self.runtime.set_estop(bool(msg.data), self._now())
@@ -205,12 +286,25 @@ class PolicyNode(Node):
         result = self.runtime.step(now)
         if result.command is not None:
             self._publish_command(result.command)
+        if self.recorder is not None:
+            self._record_step(result, time.perf_counter() - start)
         self.step_times_s.append(time.perf_counter() - start)
         if len(self.step_times_s) > 4096:
             del self.step_times_s[:2048]
         if now >= self._next_diagnostics:
             self._next_diagnostics = now + 1.0 / max(self.params["diagnostics_rate_hz"], 1e-3)
             self._publish_diagnostics(now)
+
+    def _record_step(self, result, compute_time_s: float) -> None:
+        """The step's observation, raw action and filtered command (enqueued; written by the recorder's thread)."""
+        stamp = self._log_ns()
+        ran = result.raw_action is not None
+        if result.command is not None:
+            self.recorder.joint_command(stamp, result.command[self._out_idx])
+        self.recorder.policy_step(stamp, result.tick, self.runtime.observation.obs if ran else (), result.raw_action,
+                                  result.command, result.state.value, result.reason, input_ns=self._joint_stamp_ns,
+                                  compute_time_s=compute_time_s)
+        self._check_recorder()
 
     def _on_transition(self, transition) -> None:
         text = f"{transition.source.value} -> {transition.target.value}: {transition.reason}"
@@ -244,17 +338,26 @@ class PolicyNode(Node):
     def _publish_diagnostics(self, now: float) -> None:
         status = self.runtime.status(now)
         status["imu_age_s"] = None if self.imu_stamp is None else now - self.imu_stamp
+        if getattr(self, "recorder", None) is not None:
+            status.update(self.recorder.status())
         if self.step_times_s:
             times = np.array(self.step_times_s[-512:]) * 1e6
             status["step_time_p50_us"], status["step_time_max_us"] = float(np.median(times)), float(times.max())
         state = self.runtime.state
         level = {State.RUN: DiagnosticStatus.OK, State.DAMP: DiagnosticStatus.ERROR}.get(state, DiagnosticStatus.WARN)
+        message = f"{state.value}: {self.runtime.safety.reason}"
+        if getattr(self, "recorder", None) is not None and not self.recorder.ok:
+            message += f"; recording stopped: {self.recorder.error}"
         entry = DiagnosticStatus(level=level, name=f"{self.get_name()}: {self.manifest.task}", hardware_id="batonlab.deploy",
-                                 message=f"{state.value}: {self.runtime.safety.reason}")
+                                 message=message)
         entry.values = [KeyValue(key=k, value=_fmt(v)) for k, v in status.items()]
         msg = DiagnosticArray(status=[entry])
         msg.header.stamp = self.get_clock().now().to_msg()
         self.pub_diagnostics.publish(msg)
+
+
+def _stamp_ns(header) -> int:
+    return int(header.stamp.sec) * 1_000_000_000 + int(header.stamp.nanosec)
 
 
 def _fmt(value) -> str:
