@@ -65,6 +65,21 @@ def test_commands_resample_on_timer_and_move_marker(reach_env):
     assert torch.allclose(env.sim.mocap_pos[:, term.mocap_id], term.command)
 
 
+def test_command_timer_restarts_with_each_episode(reach_env):
+    """Every episode sees its targets for the full 2 s, the later episodes as much as the first."""
+    env = reach_env
+    term = env.command_manager.terms["ee_target"]
+    zero = torch.zeros(8, env.num_actions)
+    changes = []
+    for step in range(3 * env.max_episode_length):
+        before = term.command.clone()
+        env.step(zero)
+        if not torch.equal(term.command, before):
+            changes.append(step + 1)
+    per_episode = round(2.0 / env.step_dt)
+    assert changes == [k * per_episode for k in range(1, 3 * env.max_episode_length // per_episode + 1)]
+
+
 def test_seeded_envs_are_reproducible():
     runs = []
     for _ in range(2):

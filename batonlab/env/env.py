@@ -113,13 +113,15 @@ class BatonEnv:
         terminated, truncated = (t.clone() for t in self.termination_manager.compute())
         reward = self.reward_manager.compute(self.step_dt).clone()
         self.extras = {"log": {}, "costs": self.cost_manager.compute().clone()}
-        # 5. Reset the envs that finished (success is judged on their last state first).
-        done_ids = (terminated | truncated).nonzero().flatten()
+        # 5. Success is judged on the last state of the episodes that end here.
         self.extras["success"] = self._success()
+        # 6. Command timers advance before resets: a reset env starts its episode with a full timer
+        #    (advancing after the reset would resample one step early in every later episode).
+        self.command_manager.update(self.step_dt)
+        # 7. Reset the envs that finished, fire interval events, observe the new state.
+        done_ids = (terminated | truncated).nonzero().flatten()
         if done_ids.numel():
             self._reset_idx(done_ids)
-        # 6. Commands, interval events, then observations of the new state.
-        self.command_manager.update(self.step_dt)
         self.event_manager.update(self.step_dt)
         self.obs = self.observation_manager.compute()
         return self.obs, reward, terminated, truncated, self.extras
