@@ -90,6 +90,10 @@ COMMANDS = {"list": _list, "train": _train, "play": _play, "export": _export, "d
 """Subcommands; later subsystems (deploy, replay, bag) add theirs here."""
 
 
+_TRAINING_STACK = {"torch", "mujoco", "rsl_rl", "tensordict", "hydra", "omegaconf", "onnx", "cv2", "tqdm", "matplotlib"}
+"""Top-level modules of the `train` extra; the base install (robot side) has none of them."""
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ("-h", "--help", "help"):
@@ -103,6 +107,12 @@ def main(argv: list[str] | None = None) -> int:
         return COMMANDS[command](args)
     except CliError as err:
         print(f"batonlab {command}: {err}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as err:
+        if (err.name or "").split(".")[0] not in _TRAINING_STACK:
+            raise
+        print(f"batonlab {command}: '{err.name}' is not installed; this machine has the robot-side install only. "
+              "Install the training stack with: pip install 'batonlab[train]'", file=sys.stderr)
         return 2
 
 

@@ -1,0 +1,36 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Packaging: the base install is the light robot runtime; torch is pinned; every package is listed."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def _names(requirements: list[str]) -> set[str]:
+    return {r.split("[")[0].split("=")[0].split(">")[0].split("<")[0].strip().lower() for r in requirements}
+
+
+def test_base_install_has_no_training_stack():
+    base = _names(PYPROJECT["project"]["dependencies"])
+    assert not base & {"torch", "mujoco", "rsl-rl-lib", "hydra-core", "tensordict", "mujoco-warp"}
+    assert {"numpy", "onnxruntime"} <= base
+
+
+def test_torch_is_pinned_in_the_training_extra():
+    assert "torch==2.13.0" in PYPROJECT["project"]["optional-dependencies"]["train"]
+
+
+def test_every_python_package_is_installed():
+    listed = set(PYPROJECT["tool"]["setuptools"]["packages"])
+    mapping = PYPROJECT["tool"]["setuptools"]["package-dir"]
+    found = set()
+    for package, folder in mapping.items():
+        for init in (ROOT / folder).rglob("__init__.py"):
+            relative = init.parent.relative_to(ROOT / folder)
+            found.add(".".join([package, *relative.parts]) if relative.parts else package)
+    found = {p for p in found if "__pycache__" not in p}
+    assert found <= listed, f"packages missing from pyproject.toml: {sorted(found - listed)}"
