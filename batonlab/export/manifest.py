@@ -7,7 +7,6 @@ MuJoCo model, its observation manager), never retyped, so the robot side cannot 
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
@@ -15,18 +14,11 @@ import mujoco
 import numpy as np
 
 import batonlab
+from batonlab.deploy.manifest import sha256_file  # noqa: F401  (the robot side checks the same hash)
 from batonlab.env.env import BatonEnv
 from batonlab.utils.serialize import to_plain
 
 SCHEMA_VERSION = 1
-
-
-def sha256_file(path: str | Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def build_manifest(env: BatonEnv, task: str, obs_group: str = "policy", training_config: dict | None = None) -> dict:
