@@ -58,9 +58,11 @@ def train(args, overrides: list[str]) -> tuple[Path, dict]:
 
 
 @torch.inference_mode()
-def evaluate_tracking(task: str, run_dir: Path, num_envs: int, duration_s: float, settle_s: float, speed: float) -> dict:
+def evaluate_tracking(task: str, run_dir: Path, num_envs: int, duration_s: float, settle_s: float, speed: float,
+                      checkpoint: str | None = None) -> dict:
     """Mean |v_x - speed| on flat ground, per step and env, after `settle_s` of each env's run."""
-    inv = build_invocation([f"task={task}", f"run_dir={run_dir}"], play=True)
+    inv = build_invocation([f"task={task}", f"run_dir={run_dir}"] + ([f"checkpoint={checkpoint}"] if checkpoint else []),
+                           play=True)
     cfg = inv.task
     cfg.num_envs = num_envs
     cfg.scene.terrain = TerrainCfg(kind="plane")
@@ -108,6 +110,7 @@ def main() -> int:
                         help="torch intra-op threads (1 keeps the learner off the rollout threads' cores)")
     parser.add_argument("--eval-only", action="store_true", help="skip training; evaluate --run-dir or the latest run")
     parser.add_argument("--run-dir", default=None)
+    parser.add_argument("--checkpoint", default=None, help="with --eval-only: a model_<it>.pt (default: the newest)")
     parser.add_argument("--eval-envs", type=int, default=64)
     parser.add_argument("--eval-duration", type=float, default=10.0, help="seconds of driving per env [s]")
     parser.add_argument("--settle", type=float, default=2.0, help="seconds ignored while the robot accelerates [s]")
@@ -122,8 +125,14 @@ def main() -> int:
         info = json.loads(summary.read_text()) if summary.is_file() else {}
     else:
         run_dir, info = train(args, overrides)
-    result = {**info, **evaluate_tracking(args.task, run_dir, args.eval_envs, args.eval_duration, args.settle, args.speed)}
-    (run_dir / "tracking_eval.json").write_text(json.dumps(result, indent=2))
+    result = {**info, **evaluate_tracking(args.task, run_dir, args.eval_envs, args.eval_duration, args.settle, args.speed,
+                                          args.checkpoint)}
+    name = "tracking_eval.json"
+    if args.checkpoint:
+        info = {}  # the training summary belongs to the last checkpoint, not this one
+        result = {k: v for k, v in result.items() if k not in ("iterations", "env_steps", "train_wall_s")}
+        name = f"tracking_eval_{Path(args.checkpoint).stem}.json"
+    (run_dir / name).write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))
     verdict = "PASS" if result["mean_abs_error"] < 0.15 else "FAIL"
     print(f"[train_wl_velocity] {verdict}: mean |v - {args.speed}| = {result['mean_abs_error']:.3f} m/s on flat ground"

@@ -293,3 +293,37 @@ def test_a_fallen_robot_terminates():
     assert terminated.tolist() == [False, True]
     assert extras["log"]["Episode_Termination/bad_orientation"] == 1.0
     env.close()
+
+
+def test_cli_trains_plays_with_video_and_exports_wl_velocity(tmp_path):
+    """`batonlab train/play/export task=wl_velocity` end to end (tiny): play restores the curricula into
+    an env of another size and writes an MP4 of the robot on the terrain grid."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    import cv2
+
+    def batonlab(*args: str) -> subprocess.CompletedProcess:
+        env = {**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
+        return subprocess.run([sys.executable, "-m", "batonlab.cli.main", *args], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=600)
+
+    small = ["env.scene.terrain.num_levels=2", "env.scene.terrain.tile_size=3.0", "env.scene.terrain.max_init_level=1",
+             "progress=false"]
+    trained = batonlab("train", "task=wl_velocity", "max_iterations=1", "env.num_envs=8", "agent.num_steps_per_env=8",
+                       *small)
+    assert trained.returncode == 0, trained.stderr
+    played = batonlab("play", "task=wl_velocity", "play.num_episodes=3", "play.video_episodes=1",
+                      "play.video_height=96", "play.video_width=128", "env.episode_length_s=0.5", *small)
+    assert played.returncode == 0, played.stderr
+    (run_dir,) = (tmp_path / "logs" / "wl_velocity").iterdir()
+    video = cv2.VideoCapture(str(run_dir / "play" / "rollout.mp4"))
+    assert int(video.get(cv2.CAP_PROP_FRAME_COUNT)) >= 20 and int(video.get(cv2.CAP_PROP_FRAME_WIDTH)) == 128
+    video.release()
+    exported = batonlab("export", "task=wl_velocity", *small)
+    assert exported.returncode == 0, exported.stderr
+    manifest = json.loads((run_dir / "exported" / "manifest.json").read_text())
+    assert [a["type"] for a in manifest["actions"]] == ["joint_position", "joint_velocity"]
+    assert manifest["actions"][1]["joints"] == list(wl.WHEEL_JOINTS)

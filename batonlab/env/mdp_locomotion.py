@@ -10,6 +10,7 @@ ground plane, whatever the base's pitch. Reward terms live in `batonlab.rewards.
 from __future__ import annotations
 
 import math
+import weakref
 
 import mujoco
 import torch
@@ -68,18 +69,19 @@ def yaw_from_quat(q: torch.Tensor) -> torch.Tensor:
 
 # Root state, read from the free joint.
 
-_FREE_JOINT_ADR: dict[tuple[int, str], tuple[int, int]] = {}
+_FREE_JOINT_ADR: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""Per scene: joint name -> (qpos address, dof address), looked up once (terms call this every step)."""
 
 
 def _free_joint_adr(env, joint: str) -> tuple[int, int]:
-    key = (id(env.scene.model), joint)
-    if key not in _FREE_JOINT_ADR:
+    cache = _FREE_JOINT_ADR.setdefault(env.scene, {})
+    if joint not in cache:
         model = env.scene.model
         jid = env.scene.joint_ids([joint])[0]
-        if int(model.jnt_type[jid]) != 0:  # mjJNT_FREE
+        if int(model.jnt_type[jid]) != int(mujoco.mjtJoint.mjJNT_FREE):
             raise ValueError(f"joint '{joint}' is not a free joint")
-        _FREE_JOINT_ADR[key] = (int(model.jnt_qposadr[jid]), int(model.jnt_dofadr[jid]))
-    return _FREE_JOINT_ADR[key]
+        cache[joint] = (int(model.jnt_qposadr[jid]), int(model.jnt_dofadr[jid]))
+    return cache[joint]
 
 
 def root_pos_w(env, joint: str = "root") -> torch.Tensor:
