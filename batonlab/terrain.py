@@ -182,7 +182,12 @@ class Terrain:
         i, j = v.astype(int), u.astype(int)
         fv, fu = v - i, u - j
         g = self.heights
-        return g[i, j] * (1 - fv) * (1 - fu) + g[i, j + 1] * (1 - fv) * fu + g[i + 1, j] * fv * (1 - fu) + g[i + 1, j + 1] * fv * fu
+        return (
+            g[i, j] * (1 - fv) * (1 - fu)
+            + g[i, j + 1] * (1 - fv) * fu
+            + g[i + 1, j] * fv * (1 - fu)
+            + g[i + 1, j + 1] * fv * fu
+        )
 
     # Private methods.
 
@@ -259,7 +264,9 @@ class TerrainState:
         self.levels[env_ids] = levels
         self._refresh(env_ids)
 
-    def set_cells(self, env_ids: torch.Tensor, levels: torch.Tensor | None = None, types: torch.Tensor | None = None) -> None:
+    def set_cells(
+        self, env_ids: torch.Tensor, levels: torch.Tensor | None = None, types: torch.Tensor | None = None
+    ) -> None:
         """Move envs to given levels and/or types (e.g. chosen by a bandit)."""
         if levels is not None:
             self.levels[env_ids] = levels.long().clamp(0, self.num_levels - 1)

@@ -71,7 +71,9 @@ class BoltzmannBandit:
         self.counts[:] = state["counts"]
 
 
-def arm_rewards(abs_advantage: torch.Tensor, arm_per_sample: torch.Tensor, num_arms: int) -> tuple[torch.Tensor, torch.Tensor]:
+def arm_rewards(
+    abs_advantage: torch.Tensor, arm_per_sample: torch.Tensor, num_arms: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Mean |advantage| of each arm's samples.
 
     Args:

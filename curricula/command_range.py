@@ -49,7 +49,9 @@ class CommandRangeCurriculum:
         self.term = env.command_manager.terms[command]
         unknown = sorted(set(limits) - set(self.term.ranges))
         if unknown or set(step) != set(limits):
-            raise KeyError(f"limits/step keys must match among {sorted(self.term.ranges)}; got {sorted(limits)}, {sorted(step)}")
+            raise KeyError(
+                f"limits/step keys must match among {sorted(self.term.ranges)}; got {sorted(limits)}, {sorted(step)}"
+            )
         if reward_term not in env.reward_manager.cfgs:
             raise KeyError(f"unknown reward term '{reward_term}'; the task has {sorted(env.reward_manager.cfgs)}")
         self.reward_term = reward_term

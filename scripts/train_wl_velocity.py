@@ -42,7 +42,7 @@ def train(args, overrides: list[str]) -> tuple[Path, dict]:
     runner = BatonRunner(env, inv.agent, log_dir=run_dir, device="cpu")
     write_yaml({"task_name": args.task, "cli": {"script": "scripts/train_wl_velocity.py", "argv": sys.argv[1:]},
                 "env": inv.task, "agent": inv.agent}, run_dir / "config.yaml")
-    print(f"[train_wl_velocity] training {args.task} with {args.num_envs} envs for {args.iterations} iterations in {run_dir}")
+    print(f"[train_wl_velocity] training {args.task} with {args.num_envs} envs, {args.iterations} iterations, in {run_dir}")
     while runner.iteration < args.iterations:
         stats = runner.learn(min(runner.iteration + args.print_every, args.iterations), progress=False)
         keys = {"return": "Train/mean_return", "len": "Train/mean_episode_length", "success": "Episode/success_rate",

@@ -66,7 +66,9 @@ def make_wl_scene_spec(with_arm: bool = True) -> mujoco.MjSpec:
         name="sky", type=mujoco.mjtTexture.mjTEXTURE_SKYBOX, builtin=mujoco.mjtBuiltin.mjBUILTIN_GRADIENT,
         rgb1=[0.55, 0.7, 0.9], rgb2=[0.1, 0.12, 0.2], width=32, height=32,
     )
-    spec.worldbody.add_light(pos=[0, 0, 6], dir=[0.2, 0.3, -1], type=mujoco.mjtLightType.mjLIGHT_DIRECTIONAL, diffuse=[0.8, 0.8, 0.8])
+    spec.worldbody.add_light(
+        pos=[0, 0, 6], dir=[0.2, 0.3, -1], type=mujoco.mjtLightType.mjLIGHT_DIRECTIONAL, diffuse=[0.8, 0.8, 0.8]
+    )
     return spec
 
 
@@ -143,7 +145,9 @@ def make_wl_balance_cfg(play: bool = False, with_arm: bool = True) -> TaskCfg:
             "leg_mirror": RewardTermCfg(
                 func=locomotion.joint_mirror_l2, params={"left": legs[:2], "right": legs[2:]}, weight=-1.0
             ),
-            "leg_torque": RewardTermCfg(func=locomotion.actuator_force_l2, params={"sensors": LEG_TORQUE_SENSORS}, weight=-2e-5),
+            "leg_torque": RewardTermCfg(
+                func=locomotion.actuator_force_l2, params={"sensors": LEG_TORQUE_SENSORS}, weight=-2e-5
+            ),
             "action_rate": RewardTermCfg(func=regularizers.action_rate_l2, weight=-0.01),
         },
         terminations={
@@ -203,7 +207,9 @@ def make_wl_balance_cfg(play: bool = False, with_arm: bool = True) -> TaskCfg:
     )
     if with_arm:
         # The arm is not driven by the policy: its servos hold the stowed pose.
-        cfg.events["arm_stowed"] = EventTermCfg(func=loco.hold_default_pose, mode="reset", params={"joints": wl.arm_joints()})
+        cfg.events["arm_stowed"] = EventTermCfg(
+            func=loco.hold_default_pose, mode="reset", params={"joints": wl.arm_joints()}
+        )
     if play:
         cfg.num_envs = 16
     return cfg

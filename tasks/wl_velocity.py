@@ -57,7 +57,9 @@ def make_wl_velocity_cfg(play: bool = False, with_arm: bool = True) -> TaskCfg:
     }
     cfg.events["reset_legs"].params["position_range"] = (-0.1, 0.1)
     cfg.events["push"].interval_range_s = (6.0, 10.0)
-    cfg.terminations["out_of_bounds"] = TerminationTermCfg(func=loco.out_of_terrain_bounds, params={"margin": 1.0}, time_out=True)
+    cfg.terminations["out_of_bounds"] = TerminationTermCfg(
+        func=loco.out_of_terrain_bounds, params={"margin": 1.0}, time_out=True
+    )
 
     cfg.curriculum = {
         "terrain_levels": CurriculumTermCfg(func=TerrainLevels, params={"command": COMMAND}),

@@ -200,7 +200,10 @@ def test_root_velocity_terms_follow_the_free_joint_convention():
 # The tasks.
 
 
-@pytest.mark.parametrize("task", ["wl_balance", "wl_balance_noarm", "wl_velocity", "wl_velocity_noarm", "wl_velocity_bandit"])
+WL_TASKS = ["wl_balance", "wl_balance_noarm", "wl_velocity", "wl_velocity_noarm", "wl_velocity_bandit"]
+
+
+@pytest.mark.parametrize("task", WL_TASKS)
 def test_task_builds_and_steps(task):
     env = _make_env(task, num_envs=6)
     assert env.num_actions == 6  # 4 leg joints + 2 wheels; the arm is not driven by the policy

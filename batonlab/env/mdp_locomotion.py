@@ -183,9 +183,13 @@ class BaseVelocityCommand(CommandTerm):
         super().__init__(env, cfg)
         self.joint = joint
         self.standing_fraction = standing_fraction
-        self.ranges = {"lin_vel_x": tuple(lin_vel_x_range), "ang_vel_z": tuple(ang_vel_z_range), "height": tuple(height_range)}
-        n = env.num_envs
-        self.metrics = {k: torch.zeros(n, device=env.device) for k in ("distance_commanded", "distance_traveled", "lin_vel_error", "time")}
+        self.ranges = {
+            "lin_vel_x": tuple(lin_vel_x_range),
+            "ang_vel_z": tuple(ang_vel_z_range),
+            "height": tuple(height_range),
+        }
+        metrics = ("distance_commanded", "distance_traveled", "lin_vel_error", "time")
+        self.metrics = {k: torch.zeros(env.num_envs, device=env.device) for k in metrics}
 
     def sample(self, n: int) -> torch.Tensor:
         cmd = torch.stack([self.env.uniform(n, *self.ranges[k]) for k in ("lin_vel_x", "ang_vel_z", "height")], dim=-1)
@@ -236,11 +240,14 @@ def reset_root_on_terrain(
     rows[:, q + 3 : q + 7] = quat_mul(delta, env.default_qpos[q + 3 : q + 7].expand(n, 4))
     env.reset_qpos[env_ids] = rows
     vel = env.reset_qvel[env_ids]
-    vel[:, d : d + 6] = torch.stack([_sample(env, n, velocity_range, k) for k in ("x", "y", "z", "roll", "pitch", "yaw")], dim=-1)
+    axes = ("x", "y", "z", "roll", "pitch", "yaw")
+    vel[:, d : d + 6] = torch.stack([_sample(env, n, velocity_range, k) for k in axes], dim=-1)
     env.reset_qvel[env_ids] = vel
 
 
-def randomize_geom_friction(env, env_ids: torch.Tensor, geoms: tuple[str, ...], friction_range: tuple[float, float]) -> None:
+def randomize_geom_friction(
+    env, env_ids: torch.Tensor, geoms: tuple[str, ...], friction_range: tuple[float, float]
+) -> None:
     """Sliding friction of `geoms` drawn from U(friction_range), one value per world [-]."""
     ids = [_named_id(env, "geom", g) for g in geoms]
     values = torch.as_tensor(env.scene.model.geom_friction, dtype=torch.float32).repeat(len(env_ids), 1, 1)
@@ -300,7 +307,8 @@ def randomize_actuator_gains(
 def hold_default_pose(env, env_ids: torch.Tensor, joints: tuple[str, ...]) -> None:
     """Set the servo targets of `joints` (not driven by the policy, e.g. a stowed arm) to the default pose."""
     act = env.scene.actuator_for_joints(joints)
-    env.sim.ctrl[env_ids.to(env.sim.ctrl.device)[:, None], act] = env.default_qpos[env.scene.qpos_adr(joints)].to(env.sim.ctrl.device)
+    ctrl = env.sim.ctrl
+    ctrl[env_ids.to(ctrl.device)[:, None], act] = env.default_qpos[env.scene.qpos_adr(joints)].to(ctrl.device)
 
 
 def randomize_action_delay(env, env_ids: torch.Tensor, delay_range: tuple[int, int] = (0, 2)) -> None:
