@@ -5,7 +5,7 @@ forward speed, yaw rate and base height on a grid of terrain (flat, rough, slope
 Built on `wl_balance` (same robot, observations, actions and domain randomisation); the arm, when
 present, holds its stowed pose. Two curricula run by default: terrain levels (promotion when an env
 covers at least half of its commanded distance, demotion on failure or < 25 %) and command ranges
-(forward-speed range widens from ±1 m/s to ±1.5 m/s once its tracking reward passes 80 % of its
+(forward-speed range widens from ±1 m/s to ±1.5 m/s once its tracking reward passes 70 % of its
 maximum). `wl_velocity_bandit` swaps the level curriculum for the self-evolving bandit over terrain
 types. An episode succeeds when the robot survives 20 s with a mean speed error below 0.25 m/s.
 
@@ -70,7 +70,7 @@ def make_wl_velocity_cfg(play: bool = False, with_arm: bool = True) -> TaskCfg:
                 "reward_term": "track_lin_vel_x",
                 "limits": {"lin_vel_x": LIN_VEL_X_LIMIT},
                 "step": {"lin_vel_x": 0.1},
-                "fraction": 0.8,
+                "fraction": 0.7,  # of the maximum; the kernel (std 0.25 m/s) is stricter than legged_gym's
             },
         ),
     }
