@@ -2,10 +2,12 @@
 """Command-range curriculum (legged_gym's `update_command_curriculum`): widen the sampled velocity
 ranges once the robot tracks the current ones well.
 
-The episode sums of one tracking reward are averaged over the envs that reset; once per window
-(default: one episode length), if their mean per-second value exceeds `fraction` of the term's
-weight (the most an exp-kernel term can pay), every listed range grows by `step` on both sides,
-up to its `limit`.
+The episode sums of one tracking reward, divided by each episode's duration, are averaged over the
+envs that reset; once per window (default: one episode length), if this mean per-second value
+exceeds `fraction` of the term's weight (the most an exp-kernel term can pay), every listed range
+grows by `step` on both sides, up to its `limit`. Dividing by the actual duration (legged_gym divides
+by the time limit) judges how well the robot tracked while it ran: episodes cut short by a fall or
+by leaving the terrain do not read as poor tracking.
 """
 
 from __future__ import annotations
@@ -67,7 +69,8 @@ class CommandRangeCurriculum:
 
     def __call__(self, env, env_ids: torch.Tensor) -> dict[str, float]:
         sums = env.reward_manager.episode_sums[self.reward_term][env_ids]
-        self._sum += (sums.sum() / env.max_episode_length_s).item()
+        duration_s = (env.episode_length_buf[env_ids] * env.step_dt).clamp(min=env.step_dt)
+        self._sum += (sums / duration_s).sum().item()
         self._count += len(env_ids)
         if env.common_step_counter - self._last_update_step >= self.interval_steps and self._count:
             if should_widen(self._sum / self._count, self.weight, self.fraction):

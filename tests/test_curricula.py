@@ -113,6 +113,7 @@ def test_terrain_levels_state_survives_save_and_load():
 
 def _range_env(episode_sum: float, weight: float = 2.0) -> SimpleNamespace:
     env = _fake_env(4)
+    env.episode_length_buf[:] = 1000  # 20 s episodes
     env.reward_manager = SimpleNamespace(cfgs={"track_lin_vel_x": SimpleNamespace(weight=weight)},
                                          episode_sums={"track_lin_vel_x": torch.full((4,), episode_sum)})
     return env
@@ -150,6 +151,15 @@ def test_command_range_widens_only_when_tracking_is_good_and_once_per_window():
     poor.common_step_counter = poor_term.interval_steps
     poor_term(poor, torch.arange(4))
     assert poor.command_manager.terms["base_velocity"].ranges["lin_vel_x"] == (-1.0, 1.0)
+
+    # The same sum earned in a 10 s episode (cut short by leaving the terrain) is good tracking.
+    short = _range_env(episode_sum=18.0)
+    short.episode_length_buf[:] = 500
+    short_term = CommandRangeCurriculum(short, command="base_velocity", reward_term="track_lin_vel_x",
+                                        limits={"lin_vel_x": (-2.0, 2.0)}, step={"lin_vel_x": 0.2})
+    short.common_step_counter = short_term.interval_steps
+    short_term(short, torch.arange(4))
+    assert short.command_manager.terms["base_velocity"].ranges["lin_vel_x"] == pytest.approx((-1.2, 1.2))
 
 
 def test_command_range_state_survives_save_and_load():
