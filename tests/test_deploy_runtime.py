@@ -62,23 +62,27 @@ def test_joints_are_matched_by_name_not_order():
     np.testing.assert_array_equal(rt.inputs.joint_pos, in_order)
 
 
-def test_missing_or_extra_joints_refuse_with_their_names():
+def test_unknown_joints_refuse_with_their_names_and_missing_ones_are_waited_for():
     rt = DeployRuntime(parse_manifest(arm_reach_manifest()), policy=lambda o: o[:6])
     names = list(rt.joint_names)
-    with pytest.raises(JointMismatchError, match=r"missing joints \['wrist_roll'\]"):
-        rt.set_joint_state(names[:-1], np.zeros(5), np.zeros(5), 0.0)
+    rt.set_joint_state(names[:-1], np.zeros(5), np.zeros(5), 0.0)  # a partial message is merged, not refused
+    assert rt.never_received() == ["joint_states", "ee_pos_b", "ee_target"]
+    assert rt.joint_states.never_received() == ["wrist_roll"]
+    assert "never received joint_states for ['wrist_roll']" in rt.step(0.0).reason
     with pytest.raises(JointMismatchError, match=r"unexpected joints \['finger_left'\].*ignored_joints"):
         rt.set_joint_state(names + ["finger_left"], np.zeros(7), np.zeros(7), 0.0)
+    fresh = DeployRuntime(parse_manifest(arm_reach_manifest()), policy=lambda o: o[:6])
     renamed = ["arm_" + n for n in names]
     with pytest.raises(JointMismatchError) as err:
-        rt.set_joint_state(renamed, np.zeros(6), np.zeros(6), 0.0)
+        fresh.set_joint_state(renamed, np.zeros(6), np.zeros(6), 0.0)
     assert "missing joints ['shoulder_yaw'" in str(err.value) and "unexpected joints ['arm_shoulder_yaw'" in str(err.value)
-    assert rt.joint_stamp is None, "nothing was accepted"
+    assert fresh.joint_states.never_received() == names, "nothing was accepted"
 
 
 def test_a_full_step_turns_robot_inputs_into_clamped_targets(tmp_path):
     manifest = load_manifest(make_export(tmp_path, bias=np.full(6, 10.0)))  # a policy that asks far too much
-    rt = DeployRuntime(manifest, SafetyCfg(ramp_time_s=0.0, max_joint_velocity=1e3), ignored_joints=["finger_left", "finger_right"])
+    rt = DeployRuntime(manifest, SafetyCfg(ramp_time_s=0.0, max_joint_velocity=1e3, input_rate_samples=0),
+                       ignored_joints=["finger_left", "finger_right"])
     names = [*manifest.joint_names, "finger_left", "finger_right"]
     q = np.array([*manifest.default_pos, 0.02, 0.02])
     rt.set_joint_state(names, q, np.zeros(8), 0.0)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from batonlab.deploy import DeployRuntime, SafetyCfg, SafetyFilter, State, parse_manifest
+from batonlab.deploy import DeployRuntime, JointMismatchError, SafetyCfg, SafetyFilter, State, parse_manifest
 from batonlab.deploy.actions import EFFORT, POSITION, VELOCITY
 from batonlab.deploy.safety import JointLimits
 from ros.exports import arm_reach_manifest
@@ -40,21 +40,21 @@ Z = np.zeros(4)
 # State machine.
 
 
-def test_state_machine_passive_ramp_run_damp_reset_with_logged_transitions():
+def test_state_machine_passive_ramp_run_stop_reset_with_logged_transitions():
     f = make_filter(ramp_time_s=0.1)
     assert f.update(0.0, False, None, Z) is State.PASSIVE
     assert f.command(0.0, None, Z, Z, True) is None, "passive sends nothing"
     assert f.update(0.01, True, None, Z) is State.RAMP
     assert f.update(0.05, True, None, Z) is State.RAMP
     assert f.update(0.12, True, None, Z) is State.RUN
-    assert f.update(0.14, False, "stale joint_states (60 ms old)", Z) is State.DAMP
-    assert f.update(0.2, True, None, Z) is State.DAMP, "damp is latched"
+    assert f.update(0.14, False, "stale joint_states (60 ms old)", Z) is State.STOP
+    assert f.update(0.2, True, None, Z) is State.STOP, "stop is latched"
     assert f.reset(0.3) == (True, "reset to passive")
     assert [(t.source.value, t.target.value, t.reason) for t in f.transitions] == [
         ("passive", "ramp", "inputs ready"),
         ("ramp", "run", "soft start done"),
-        ("run", "damp", "stale joint_states (60 ms old)"),
-        ("damp", "passive", "reset"),
+        ("run", "stop", "stale joint_states (60 ms old)"),
+        ("stop", "passive", "reset"),
     ]
 
 
@@ -72,19 +72,19 @@ def test_transition_callback_sees_every_transition():
     f.on_transition = seen.append
     run_state(f)
     f.set_estop(True, 1.0)
-    assert [t.target for t in seen] == [State.RAMP, State.RUN, State.DAMP]
+    assert [t.target for t in seen] == [State.RAMP, State.RUN, State.STOP]
 
 
 # E-stop latch.
 
 
-def test_estop_latches_damp_until_an_explicit_reset():
+def test_estop_latches_stop_until_an_explicit_reset():
     f = make_filter()
     run_state(f)
     f.set_estop(True, 1.0)
-    assert f.state is State.DAMP and f.reason == "e-stop"
+    assert f.state is State.STOP and f.reason == "e-stop"
     f.set_estop(False, 1.1)
-    assert f.update(1.2, True, None, Z) is State.DAMP, "releasing the e-stop does not clear it"
+    assert f.update(1.2, True, None, Z) is State.STOP, "releasing the e-stop does not clear it"
     assert f.reset(1.3)[0]
     assert f.state is State.PASSIVE
     assert f.update(1.4, True, None, Z) is State.RUN, "ramp_time_s=0: straight through ramp"
@@ -96,13 +96,13 @@ def test_reset_is_refused_while_estop_is_active():
     f.set_estop(True, 1.0)
     ok, message = f.reset(1.1)
     assert not ok and "e-stop" in message
-    assert f.state is State.DAMP
+    assert f.state is State.STOP
 
 
 def test_estop_in_passive_prevents_start():
     f = make_filter()
     f.set_estop(True, 0.0)
-    assert f.update(0.1, True, None, Z) is State.DAMP
+    assert f.update(0.1, True, None, Z) is State.STOP
 
 
 # Soft start.
@@ -163,23 +163,83 @@ def test_pd_torque_stays_within_torque_limits():
     assert cmd[3] == 2.0, "effort targets are clamped to the (scaled) torque limit"
 
 
-# Damp behaviour and the NaN guard.
+# The limits hold after every stage, in every state.
 
 
-def test_damp_follows_measured_pose_or_holds():
-    f = make_filter()
+def test_rate_limit_and_joint_limits_hold_whatever_the_torque_clamp_asks():
+    """A wild reading (1e6 rad) pulls the torque window far away: the command still moves one step at most."""
+    f = make_filter(max_joint_velocity=2.0)
+    run_state(f)
+    f.last_command = np.array([0.5, -0.5, 0.0, 0.0])
+    wild = np.array([1e6, -1e6, 0.0, 0.0])
+    cmd = f.command(0.0, np.array([1e6, -1e6, 0.0, 0.0]), wild, Z, True)
+    np.testing.assert_allclose(cmd[:2], [0.5 + 2.0 * DT, -0.5 - 2.0 * DT])
+
+
+@pytest.mark.parametrize("stop_behavior", ["hold_then_damp", "hold", "damp"])
+def test_no_command_ever_steps_more_than_the_rate_limit_or_leaves_the_limits(stop_behavior):
+    rng = np.random.default_rng(0)
+    f = make_filter(max_joint_velocity=2.0, stop_behavior=stop_behavior, stop_hold_time_s=0.1, ramp_time_s=0.05)
+    f.update(0.0, True, None, Z)
+    prev, now = None, 0.0
+    for k in range(400):
+        now += DT
+        scale = 10.0 ** rng.integers(-2, 7)
+        q, qd, target = (scale * rng.standard_normal(4) for _ in range(3))
+        if k == 200:
+            f.set_estop(True, now)
+        f.update(now, True, None, q)
+        cmd = f.command(now, target if f.state is not State.STOP else None, q, qd, bool(rng.integers(2)))
+        assert cmd is not None and np.isfinite(cmd).all()
+        assert (cmd[:2] >= -1.0).all() and (cmd[:2] <= 1.0).all(), "joint limits"
+        if prev is not None:
+            assert np.abs(cmd[:2] - prev[:2]).max() <= 2.0 * DT + 1e-12, f"rate limit broken in {f.state} at step {k}"
+        prev = cmd
+    assert f.state is State.STOP
+
+
+# Stop behaviours and the NaN guard.
+
+
+def test_stop_holds_the_measured_pose_with_limited_torque_then_damps():
+    f = make_filter(max_joint_velocity=100.0, stop_hold_time_s=1.0, stop_hold_torque_scale=0.2)
     run_state(f)
     f.command(0.0, np.array([0.3, 0.3, 1.0, 1.0]), Z, Z, True)
+    q_stop = np.array([0.1, -0.1, 0.0, 0.0])
     f.set_estop(True, 0.1)
-    q, qd = np.array([0.1, -0.1, 0.0, 0.0]), np.array([0.0, 0.0, 0.0, 3.0])
-    np.testing.assert_allclose(f.command(0.1, None, q, qd, True), [0.1, -0.1, 0.0, -4.0])
+    assert f.stop_phase(0.1) == "hold"
+    np.testing.assert_allclose(f.command(0.1, None, q_stop, Z, True), [0.1, -0.1, 0.0, 0.0])
+    # Gravity pulls the arm down: the hold pose stays, its torque is limited to 20 % (2 N·m → 0.02 rad at kp 100).
+    sagged = np.array([0.0, -0.1, 0.0, 0.0])
+    held = f.command(0.5, None, sagged, Z, True)
+    np.testing.assert_allclose(held[:2], [0.02, -0.1])
+    # After the hold time: damp, the targets follow the measured pose.
+    assert f.stop_phase(1.2) == "damp"
+    np.testing.assert_allclose(f.command(1.2, None, sagged, np.array([0.0, 0.0, 0.0, 3.0]), True), [0.0, -0.1, 0.0, -4.0])
     # Without usable measurements the last command is held (velocity and effort go to zero).
-    np.testing.assert_allclose(f.command(0.12, None, q * np.nan, qd, False), [0.1, -0.1, 0.0, 0.0])
-    hold = make_filter(damp_mode="hold")
+    np.testing.assert_allclose(f.command(1.22, None, Z * np.nan, Z, False), [0.0, -0.1, 0.0, 0.0])
+
+
+def test_stop_behaviors_damp_and_hold():
+    q, qd = np.array([0.1, -0.1, 0.0, 0.0]), np.array([0.0, 0.0, 0.0, 3.0])
+    damp = make_filter(stop_behavior="damp")
+    run_state(damp)
+    damp.command(0.0, np.array([0.01, 0.01, 1.0, 1.0]), Z, Z, True)
+    damp.set_estop(True, 0.1)
+    assert damp.stop_phase(0.1) == "damp"
+    np.testing.assert_allclose(damp.command(0.1, None, q, qd, True), [0.07, -0.05, 0.0, -4.0],
+                               err_msg="follows the measured pose, one rate-limited step at a time")
+    hold = make_filter(stop_behavior="hold", max_joint_velocity=100.0)
     run_state(hold)
     hold.command(0.0, np.array([0.01, 0.01, 1.0, 1.0]), Z, Z, True)
     hold.set_estop(True, 0.1)
-    np.testing.assert_allclose(hold.command(0.1, None, q, qd, True), [0.01, 0.01, 0.0, 0.0])
+    for now in (0.1, 10.0, 100.0):
+        np.testing.assert_allclose(hold.command(now, None, q, Z, True)[:3], [0.1, -0.1, 0.0])
+
+
+def test_unknown_stop_behavior_is_refused():
+    with pytest.raises(ValueError, match="stop_behavior"):
+        SafetyCfg(stop_behavior="drop")
 
 
 def test_non_finite_target_never_leaves_the_filter():
@@ -188,8 +248,8 @@ def test_non_finite_target_never_leaves_the_filter():
     f.command(0.0, np.array([0.01, 0.0, 0.0, 0.0]), Z, Z, True)
     q = np.array([0.02, 0.03, 0.0, 0.0])
     bad = f.command(DT, np.array([np.nan, 0.0, np.inf, 0.0]), q, Z, True)
-    assert f.state is State.DAMP and f.reason == "non-finite command"
-    np.testing.assert_allclose(bad, q, err_msg="damp follows the measured pose")
+    assert f.state is State.STOP and f.reason == "non-finite command"
+    np.testing.assert_allclose(bad, q, err_msg="the stop holds the measured pose")
     held = f.command(2 * DT, None, Z * np.nan, Z, False)
     np.testing.assert_allclose(held, q, err_msg="broken measurements: hold the last command")
 
@@ -210,7 +270,7 @@ class ConstantPolicy:
 @pytest.fixture
 def runtime():
     manifest = parse_manifest(arm_reach_manifest())
-    rt = DeployRuntime(manifest, SafetyCfg(ramp_time_s=0.1), ignored_joints=["finger_left", "finger_right"],
+    rt = DeployRuntime(manifest, SafetyCfg(ramp_time_s=0.1, input_rate_samples=0), ignored_joints=["finger_left", "finger_right"],
                        policy=ConstantPolicy(0.1))
     return rt
 
@@ -226,7 +286,7 @@ def feed(rt: DeployRuntime, now: float, q=None, ee=(0.3, 0.0, 0.3), target=(0.4,
 
 def test_runtime_waits_passive_until_every_input_arrived(runtime):
     names = list(runtime.joint_names) + ["finger_left", "finger_right"]
-    runtime.set_joint_state(names, np.zeros(8), np.zeros(8), 0.0)
+    runtime.set_joint_state(names, np.array(runtime.manifest.default_pos.tolist() + [0.0, 0.0]), np.zeros(8), 0.0)
     assert runtime.step(0.0).state is State.PASSIVE
     runtime.set_vector("ee_pos_b", [0.3, 0.0, 0.3], 0.01)
     assert runtime.step(0.01).state is State.PASSIVE, "no target yet"
@@ -234,7 +294,7 @@ def test_runtime_waits_passive_until_every_input_arrived(runtime):
     assert runtime.step(0.02).state is State.RAMP
 
 
-def test_watchdog_damps_within_three_periods_of_the_last_joint_state(runtime):
+def test_watchdog_stops_within_three_periods_of_the_last_joint_state(runtime):
     now = 0.0
     for _ in range(20):
         feed(runtime, now)
@@ -249,12 +309,12 @@ def test_watchdog_damps_within_three_periods_of_the_last_joint_state(runtime):
         result = runtime.step(now)
         ticks += 1
         now += DT
-    assert result.state is State.DAMP and result.reason.startswith("stale joint_states")
+    assert result.state is State.STOP and result.reason.startswith("stale joint_states")
     assert ticks <= 3 and now - DT - last_input <= 3 * DT + 1e-9
     np.testing.assert_allclose(result.command, held, err_msg="stale joint states: hold the last command")
 
 
-def test_stale_sensor_damps_and_follows_fresh_joint_states(runtime):
+def test_stale_sensor_stops_and_holds_the_fresh_measured_pose(runtime):
     now = 0.0
     for _ in range(20):
         feed(runtime, now)
@@ -266,8 +326,8 @@ def test_stale_sensor_damps_and_follows_fresh_joint_states(runtime):
         runtime.set_joint_state(names, q, np.zeros(8), now)
         result = runtime.step(now)
         now += DT
-    assert result.state is State.DAMP and "stale ee_pos_b" in result.reason
-    np.testing.assert_allclose(result.command, q[:6], err_msg="damp follows the measured pose")
+    assert result.state is State.STOP and "stale ee_pos_b" in result.reason
+    np.testing.assert_allclose(result.command, q[:6], err_msg="the stop holds the measured pose")
 
 
 def test_nan_joint_state_never_reaches_the_command(runtime):
@@ -280,12 +340,12 @@ def test_nan_joint_state_never_reaches_the_command(runtime):
     q[2] = np.nan
     feed(runtime, now, q=q)
     result = runtime.step(now)
-    assert result.state is State.DAMP and "elbow_pitch" in result.reason
+    assert result.state is State.STOP and "elbow_pitch" in result.reason
     assert np.isfinite(result.command).all()
     np.testing.assert_allclose(result.command, good)
 
 
-def test_nan_sensor_damps_and_nan_command_is_rejected(runtime):
+def test_nan_sensor_stops_and_nan_command_is_rejected(runtime):
     now = 0.0
     for _ in range(20):
         feed(runtime, now)
@@ -295,17 +355,17 @@ def test_nan_sensor_damps_and_nan_command_is_rejected(runtime):
     assert runtime.step(now).state is State.RUN
     feed(runtime, now, ee=(np.nan, 0.0, 0.0))
     result = runtime.step(now)
-    assert result.state is State.DAMP and "non-finite ee_pos_b" in result.reason
+    assert result.state is State.STOP and "non-finite ee_pos_b" in result.reason
     assert np.isfinite(result.command).all()
 
 
-def test_nan_policy_output_damps():
+def test_nan_policy_output_stops():
     manifest = parse_manifest(arm_reach_manifest())
-    rt = DeployRuntime(manifest, SafetyCfg(ramp_time_s=0.0), ignored_joints=["finger_left", "finger_right"],
+    rt = DeployRuntime(manifest, SafetyCfg(ramp_time_s=0.0, input_rate_samples=0), ignored_joints=["finger_left", "finger_right"],
                        policy=ConstantPolicy(np.nan))
     feed(rt, 0.0)
     result = rt.step(0.0)
-    assert result.state is State.DAMP and result.reason == "non-finite policy output"
+    assert result.state is State.STOP and result.reason == "non-finite policy output"
     assert result.command is not None and np.isfinite(result.command).all()
 
 
@@ -334,3 +394,177 @@ def manifest_cols(rt: DeployRuntime, name: str) -> int:
             return start
         start += term.width
     raise KeyError(name)
+
+
+# Joint states as robots really send them.
+
+ARM = ["shoulder_yaw", "shoulder_pitch", "elbow_pitch", "forearm_roll", "wrist_pitch", "wrist_roll"]
+
+
+def run_for(rt: DeployRuntime, now: float, steps: int, **feed_args) -> tuple[float, object]:
+    result = None
+    for _ in range(steps):
+        feed(rt, now, **feed_args)
+        result = rt.step(now)
+        now += DT
+    return now, result
+
+
+def test_split_joint_states_merge_by_name_each_joint_with_its_own_freshness(runtime):
+    q = runtime.manifest.default_pos
+    now = 0.0
+    for k in range(30):
+        # The arm driver sends the upper arm and the wrist separately, the gripper in a third message.
+        runtime.set_joint_state(ARM[:3], q[:3], np.zeros(3), now)
+        runtime.set_joint_state(["wrist_roll", "wrist_pitch", "forearm_roll"], q[5:2:-1], np.zeros(3), now)
+        runtime.set_joint_state(["finger_left", "finger_right"], [0.02, 0.02], [0.0, 0.0], now)
+        runtime.set_vector("ee_pos_b", (0.3, 0.0, 0.3), now)
+        runtime.set_vector("ee_target", (0.4, 0.1, 0.3), now)
+        result = runtime.step(now)
+        now += DT
+    assert result.state is State.RUN
+    np.testing.assert_array_equal(runtime.inputs.joint_pos, q)
+    # The wrist's message stops coming: those joints go stale on their own.
+    for _ in range(4):
+        runtime.set_joint_state(ARM[:3], q[:3], np.zeros(3), now)
+        result = runtime.step(now)
+        now += DT
+    assert result.state is State.STOP and "stale joint_states (forearm_roll" in result.reason
+
+
+def test_a_joint_missing_mid_run_stops_the_robot_without_an_exception(runtime):
+    now, result = run_for(runtime, 0.0, 20)
+    assert result.state is State.RUN
+    names = ARM[:5] + ["finger_left", "finger_right"]
+    q = np.array(runtime.manifest.default_pos.tolist()[:5] + [0.0, 0.0])
+    for _ in range(4):
+        runtime.set_joint_state(names, q, np.zeros(7), now)
+        result = runtime.step(now)
+        now += DT
+    assert result.state is State.STOP and "wrist_roll" in result.reason
+
+
+def test_an_unknown_joint_mid_run_is_an_input_fault_and_before_any_command_a_refusal(runtime):
+    now, result = run_for(runtime, 0.0, 20)
+    assert result.state is State.RUN
+    names = list(runtime.joint_names) + ["finger_left", "finger_right", "tool_changer"]
+    assert not runtime.set_joint_state(names, np.zeros(9), np.zeros(9), now)
+    result = runtime.step(now)
+    assert result.state is State.STOP and "unexpected joints ['tool_changer']" in result.reason
+    assert result.command is not None and np.isfinite(result.command).all()
+    fresh = DeployRuntime(runtime.manifest, SafetyCfg(input_rate_samples=0), ignored_joints=["finger_left", "finger_right"],
+                          policy=ConstantPolicy(0.0))
+    with pytest.raises(JointMismatchError, match=r"unexpected joints \['tool_changer'\]"):
+        fresh.set_joint_state(names, np.zeros(9), np.zeros(9), 0.0)
+
+
+def test_a_wild_reading_is_a_sensor_fault_and_never_moves_a_command_more_than_the_rate_limit(runtime):
+    now, result = run_for(runtime, 0.0, 20)
+    assert result.state is State.RUN
+    before = result.command.copy()
+    q = np.array(runtime.manifest.default_pos.tolist() + [0.0, 0.0])
+    q[5] = 1e6  # wrist_roll
+    commands = [before]
+    for _ in range(5):  # 100 ms of wild readings
+        feed(runtime, now, q=q)
+        result = runtime.step(now)
+        commands.append(result.command)
+        now += DT
+    assert result.state is State.STOP and "sensor fault" in result.reason and "wrist_roll reads 1e+06" in result.reason
+    steps = np.abs(np.diff(np.array(commands), axis=0))
+    assert steps.max() <= runtime.safety.max_step + 1e-12
+    np.testing.assert_allclose(result.command, before, atol=runtime.safety.max_step,
+                               err_msg="a broken sensor holds the last command")
+
+
+def test_a_jump_faster_than_the_joint_can_move_is_a_sensor_fault(runtime):
+    now, result = run_for(runtime, 0.0, 20)
+    q = np.array(runtime.manifest.default_pos.tolist() + [0.0, 0.0])
+    q[1] += 1.0  # 1 rad in one 20 ms period: 50 rad/s, over the 20 rad/s sensor limit
+    feed(runtime, now, q=q)
+    result = runtime.step(now)
+    assert result.state is State.STOP and "shoulder_pitch jumped 1 in 20 ms" in result.reason
+
+
+def test_missing_velocities_are_named_or_estimated_from_positions():
+    manifest = parse_manifest(arm_reach_manifest())
+    names = list(manifest.joint_names) + ["finger_left", "finger_right"]
+    for estimate in (False, True):
+        rt = DeployRuntime(manifest, SafetyCfg(ramp_time_s=0.0, input_rate_samples=0, velocity_from_positions=estimate),
+                           ignored_joints=["finger_left", "finger_right"], policy=ConstantPolicy(0.0))
+        now = 0.0
+        for k in range(5):
+            q = np.array(manifest.default_pos.tolist() + [0.0, 0.0]) + 0.01 * k
+            rt.set_joint_state(names, q, [], now)
+            rt.set_vector("ee_pos_b", (0.3, 0.0, 0.3), now)
+            rt.set_vector("ee_target", (0.4, 0.1, 0.3), now)
+            result = rt.step(now)
+            now += DT
+        if estimate:
+            assert result.state is State.RUN
+            np.testing.assert_allclose(rt.inputs.joint_vel[:6], 0.01 / DT)
+        else:
+            assert result.state is State.PASSIVE and "carry no velocity" in result.reason
+            assert "velocity_from_positions" in result.reason
+
+
+def test_start_is_refused_naming_the_input_that_never_arrived():
+    manifest = parse_manifest(arm_reach_manifest())
+    rt = DeployRuntime(manifest, SafetyCfg(auto_start=False, input_rate_samples=0),
+                       ignored_joints=["finger_left", "finger_right"], policy=ConstantPolicy(0.0))
+    names = list(manifest.joint_names) + ["finger_left", "finger_right"]
+    rt.set_joint_state(names, np.array(manifest.default_pos.tolist() + [0.0, 0.0]), np.zeros(8), 0.0)
+    rt.set_vector("ee_pos_b", (0.3, 0.0, 0.3), 0.0)
+    ok, message = rt.start(0.0)
+    assert not ok and "ee_target" in message
+    assert rt.never_received() == ["ee_target"]
+    rt.set_vector("ee_target", (0.4, 0.1, 0.3), 0.0)
+    assert rt.start(0.0)[0]
+    assert rt.step(0.0).state is State.RAMP
+
+
+def test_heartbeat_estop_stops_unless_false_keeps_arriving():
+    manifest = parse_manifest(arm_reach_manifest())
+    rt = DeployRuntime(manifest, SafetyCfg(ramp_time_s=0.0, input_rate_samples=0, estop_heartbeat_timeout_s=0.1),
+                       ignored_joints=["finger_left", "finger_right"], policy=ConstantPolicy(0.0))
+    now = 0.0
+    feed(rt, now)
+    result = rt.step(now)
+    assert result.state is State.PASSIVE and "e-stop heartbeat" in result.reason
+    for _ in range(10):
+        feed(rt, now)
+        rt.set_estop(False, now)
+        result = rt.step(now)
+        now += DT
+    assert result.state is State.RUN
+    for _ in range(10):  # the remote goes out of range: no more estop=false
+        feed(rt, now)
+        result = rt.step(now)
+        now += DT
+    assert result.state is State.STOP and "e-stop heartbeat lost" in result.reason
+    assert not rt.reset(now)[0], "reset is refused until the heartbeat is back"
+    rt.set_estop(False, now)
+    assert rt.reset(now)[0]
+
+
+def test_an_input_too_slow_for_the_stale_timeout_refuses_to_start_with_its_rate():
+    manifest = parse_manifest(arm_reach_manifest())
+    rt = DeployRuntime(manifest, SafetyCfg(ramp_time_s=0.0), ignored_joints=["finger_left", "finger_right"],
+                       policy=ConstantPolicy(0.0))
+    assert rt.stale_timeout_s == pytest.approx(0.04), "the default: two 50 Hz periods"
+    now = 0.0
+    for k in range(60):  # the driver publishes at 20 Hz into a 50 Hz policy
+        if k % 5 == 0:
+            feed(rt, now)
+        result = rt.step(now)
+        now += 0.01
+    assert result.state is State.PASSIVE
+    assert "joint_states" in result.reason and "arrives every 50 ms" in result.reason and "stale_timeout_s" in result.reason
+    fast = DeployRuntime(manifest, SafetyCfg(ramp_time_s=0.0), ignored_joints=["finger_left", "finger_right"],
+                         policy=ConstantPolicy(0.0))
+    now = 0.0
+    for k in range(12):
+        feed(fast, now)
+        result = fast.step(now)
+        now += DT
+    assert result.state is State.RUN

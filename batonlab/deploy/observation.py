@@ -22,7 +22,7 @@ class RobotInputs:
     """The latest inputs, as the observation terms read them.
 
     Attributes:
-        joint_pos: (num_joints,) positions of `JointMap.needed`, in that order [rad or m].
+        joint_pos: (num_joints,) positions of `JointStates.needed`, in that order [rad or m].
         joint_vel: (num_joints,) velocities [rad/s or m/s].
         vectors: sensor readings and commands by name (e.g. "ee_pos_b", "ee_target").
         last_action: (action_dim,) raw policy output of the previous step.

@@ -4,6 +4,15 @@
 `DeployRuntime` is transport-free: a ROS node (`deploy_ros`), a test or a benchmark feeds it inputs
 with their arrival times and calls `step(now)` once per control period. Time is always passed in
 (monotonic seconds), so every rule can be tested without waiting.
+
+Input faults and what they do:
+
+- stale (older than the stale timeout), non-finite or implausible joint states or sensors, a lost
+  e-stop heartbeat, a malformed or unexpected message while commanding: the robot stops;
+- an input that never arrived, joint states without velocities, inputs that arrive too irregularly
+  for the stale timeout: the robot does not start (the reason names the input);
+- a joint the manifest does not know, before anything was ever commanded: `JointMismatchError`
+  (the robot is not the one the policy was trained for; a node refuses to start).
 """
 
 from __future__ import annotations
@@ -14,31 +23,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from batonlab.deploy.actions import ActionProcessor
-from batonlab.deploy.joints import JointMap
+from batonlab.deploy.inputs import ArrivalGaps, InputError, VectorInput
+from batonlab.deploy.joints import JointInputError, JointMismatchError, JointStates
 from batonlab.deploy.manifest import Manifest
 from batonlab.deploy.observation import ObsContext, ObservationBuilder, RobotInputs
-from batonlab.deploy.safety import JointLimits, SafetyCfg, SafetyFilter, State
+from batonlab.deploy.safety import JointLimits, SafetyCfg, SafetyFilter, State, default_stale_timeout
 
+__all__ = ["DeployRuntime", "InputCheck", "InputError", "StepResult"]
 
-class InputError(ValueError):
-    """A malformed input message (wrong width, unknown name); the message is dropped."""
-
-
-@dataclass
-class VectorInput:
-    """A sensor stream or a command received from outside, by the name the manifest uses."""
-
-    name: str
-    dim: int
-    kind: str
-    """"sensor": a stream that must stay fresh; "command": a setpoint that holds until replaced."""
-    default: np.ndarray | None = None
-    """Commands: value before the first message and after `timeout_s` (e.g. zero velocity)."""
-    timeout_s: float | None = None
-    """Commands: fall back to `default` when no message came for this long [s]."""
-    value: np.ndarray | None = None
-    stamp: float | None = None
-    """Arrival time of the last message (monotonic) [s]."""
+RATE_MARGIN = 0.8
+"""An input whose typical (90th percentile) gap exceeds this fraction of the stale timeout refuses to start."""
 
 
 @dataclass
@@ -52,6 +46,20 @@ class StepResult:
     tick: int
     raw_action: np.ndarray | None
     """The policy output, when the policy ran."""
+
+
+@dataclass
+class InputCheck:
+    """What the inputs allow this step."""
+
+    ready: bool
+    """Every input is present, fresh, finite and plausible: the robot may start or keep running."""
+    fault: str | None
+    """Why a commanding robot must stop, if it must."""
+    waiting: str | None
+    """Why a passive robot cannot start yet (an input never arrived, or arrives too irregularly)."""
+    measured_ok: bool
+    """Joint states are usable by the safety filter (torque clamp, hold pose)."""
 
 
 class DeployRuntime:
@@ -85,23 +93,26 @@ class DeployRuntime:
         self.dt = control_dt or manifest.control_dt
         self.ctx = ObsContext(manifest)
         self.observation = ObservationBuilder(manifest, self.ctx)
-        self.joint_map = JointMap(self.ctx.joints, ignored_joints)
         if policy is None:
             from batonlab.deploy.policy import OnnxPolicy
 
             policy = OnnxPolicy(manifest)
         self.policy = policy
         self.actions = ActionProcessor(manifest)
-        self.safety_cfg = safety or SafetyCfg()
-        self.stale_timeout_s = self.safety_cfg.stale_timeout_s or 2.0 * self.dt
-        limits = JointLimits(self.actions.kinds, manifest.pos_limits[:, 0], manifest.pos_limits[:, 1],
-                             manifest.torque_limits, manifest.kp, manifest.kd)
-        self.safety = SafetyFilter(self.safety_cfg, limits, self.dt, on_transition=on_transition)
+        self.safety_cfg = cfg = safety or SafetyCfg()
+        self.stale_timeout_s = cfg.stale_timeout_s or default_stale_timeout(self.dt)
         self.num_joints = len(manifest.joint_names)
-        self.inputs = RobotInputs(
-            joint_pos=np.zeros(len(self.ctx.joints)), joint_vel=np.zeros(len(self.ctx.joints)), vectors={},
-            last_action=np.zeros(manifest.action_dim, dtype=np.float32),
-        )
+        # Joints the observation reads beyond the action joints have no limits in the manifest.
+        limits = np.full((len(self.ctx.joints), 2), [-np.inf, np.inf])
+        limits[: self.num_joints] = manifest.pos_limits
+        self.joint_states = JointStates(self.ctx.joints, ignored_joints, limits, cfg.plausibility, cfg.velocity_from_positions)
+        self._joint_ticks = np.zeros(len(self.ctx.joints), dtype=np.int64)
+        self._joint_gaps = ArrivalGaps(len(self.ctx.joints))
+        self.safety = SafetyFilter(cfg, JointLimits(self.actions.kinds, manifest.pos_limits[:, 0], manifest.pos_limits[:, 1],
+                                                    manifest.torque_limits, manifest.kp, manifest.kd),
+                                   self.dt, on_transition=on_transition)
+        self.inputs = RobotInputs(joint_pos=self.joint_states.position, joint_vel=self.joint_states.velocity, vectors={},
+                                  last_action=np.zeros(manifest.action_dim, dtype=np.float32))
         self.vectors: dict[str, VectorInput] = {name: VectorInput(name, dim, "sensor") for name, dim in self.ctx.sensors.items()}
         defaults, timeouts = command_defaults or {}, command_timeouts or {}
         for name, dim in self.ctx.commands.items():
@@ -109,11 +120,9 @@ class DeployRuntime:
             if default is not None and default.shape != (dim,):
                 raise ValueError(f"default of command '{name}' must have {dim} values, got {default.shape}")
             self.vectors[name] = VectorInput(name, dim, "command", default, timeouts.get(name))
-        self.joint_stamp: float | None = None
-        self.ticks_since_joint_states = 0
-        """Control steps since the last joint-state message (the watchdog's view, in periods)."""
         self.tick = 0
-        self._joint_fault: str | None = None
+        self._estop_heartbeat: float | None = None
+        """Arrival of the last estop=false (heartbeat mode) [s]."""
 
     # Properties.
 
@@ -128,70 +137,100 @@ class DeployRuntime:
 
     @property
     def required_inputs(self) -> list[str]:
-        """Names of the inputs the policy reads: "joint_states", sensors, then commands."""
-        return ["joint_states", *self.vectors]
+        """Names of the inputs the robot cannot start without: "joint_states", sensors, commands without default."""
+        return ["joint_states", *(name for name, slot in self.vectors.items() if slot.required)]
+
+    def never_received(self) -> list[str]:
+        """Required inputs that never arrived ("joint_states" while any needed joint is missing)."""
+        missing = ["joint_states"] if self.joint_states.never_received() else []
+        return missing + [n for n, slot in self.vectors.items() if slot.required and slot.value is None]
 
     # Inputs.
 
-    def set_joint_state(self, names: Sequence[str], position: Sequence[float], velocity: Sequence[float], now: float) -> None:
-        """A joint-state message, in the robot's order.
+    def set_joint_state(self, names: Sequence[str], position: Sequence[float], velocity: Sequence[float], now: float,
+                        source_time: float | None = None) -> bool:
+        """A joint-state message in the robot's order; it may carry any subset of the joints.
+
+        Args:
+            now: Arrival time on the control clock [s].
+            source_time: When the robot took the reading [s] (see `JointStates.update`).
+
+        Returns:
+            False if the message was refused; while commanding, that stops the robot.
 
         Raises:
-            JointMismatchError: the names are not the manifest's (missing or unexpected joints).
-            InputError: position/velocity widths do not match the names.
+            JointMismatchError: unexpected joints before anything was ever commanded (wrong robot).
+            InputError: a malformed message while not commanding (it is dropped).
         """
-        idx = self.joint_map.index(names)
-        position = np.asarray(position, dtype=np.float64)
-        velocity = np.asarray(velocity, dtype=np.float64)
-        if position.shape != (len(names),):
-            raise InputError(f"joint_states has {len(names)} names but {position.size} positions")
-        if velocity.size == 0:
-            velocity = np.full(len(names), np.nan if self.ctx.uses_joint_vel else 0.0)
-        elif velocity.shape != (len(names),):
-            raise InputError(f"joint_states has {len(names)} names but {velocity.size} velocities")
-        self.inputs.joint_pos[:] = position[idx]
-        self.inputs.joint_vel[:] = velocity[idx]
-        self.joint_stamp = now
-        self.ticks_since_joint_states = 0
+        try:
+            slots = self.joint_states.update(names, position, velocity, now, source_time)
+        except (JointMismatchError, JointInputError) as err:
+            if self.safety.state in (State.RAMP, State.RUN):
+                self.safety.fault(f"bad joint_states: {_first_sentence(err)}", now)
+                return False
+            if isinstance(err, JointMismatchError) and not self.safety.has_commanded:
+                self.joint_states.check(names)  # raises, naming the joints still missing too
+            raise InputError(str(err)) from None
+        self._joint_ticks[slots] = self.tick
+        self._joint_gaps.record(slots, now)
+        return True
 
     def set_vector(self, name: str, values: Sequence[float], now: float) -> bool:
         """A sensor reading or a command by manifest name.
 
         Non-finite commands are rejected (returns False) and the previous value holds; non-finite
-        sensor readings are stored, and damp the robot at the next step.
+        sensor readings are stored, and stop the robot at the next step. A malformed message
+        (unknown name, wrong width) raises `InputError`, and stops a commanding robot.
         """
         slot = self.vectors.get(name)
-        if slot is None:
-            raise InputError(f"unknown input '{name}'; the policy reads {list(self.vectors)}")
-        values = np.asarray(values, dtype=np.float64).reshape(-1)
-        if values.size != slot.dim:
-            raise InputError(f"input '{name}' needs {slot.dim} values, got {values.size}")
+        try:
+            if slot is None:
+                raise InputError(f"unknown input '{name}'; the policy reads {list(self.vectors)}")
+            values = np.asarray(values, dtype=np.float64).reshape(-1)
+            if values.size != slot.dim:
+                raise InputError(f"input '{name}' needs {slot.dim} values, got {values.size}")
+        except InputError as err:
+            self.safety.fault(f"bad {name}: {err}", now)
+            raise
         if slot.kind == "command" and not np.isfinite(values).all():
             return False
         slot.value, slot.stamp = values, now
+        slot.gaps.record(0, now)
         return True
 
     def set_estop(self, active: bool, now: float) -> None:
+        """The e-stop input: true stops (latched); in heartbeat mode, false must keep arriving."""
+        if not active:
+            self._estop_heartbeat = now
         self.safety.set_estop(active, now)
 
     def reset(self, now: float) -> tuple[bool, str]:
-        """Leave damp (see `SafetyFilter.reset`)."""
+        """Leave stop (see `SafetyFilter.reset`)."""
         return self.safety.reset(now)
 
-    def start(self) -> None:
+    def start(self, now: float) -> tuple[bool, str]:
+        """Ask to leave passive (needed when `auto_start` is off); refused, with the reason, when it cannot."""
+        state = self.safety.state
+        if state in (State.RAMP, State.RUN):
+            return True, f"already in {state.value}"
+        if state is State.STOP:
+            return False, f"stopped ({self.safety.reason}); call reset first"
+        check = self.check_inputs(now)
+        if not check.ready:
+            return False, f"not starting: {check.fault or check.waiting}"
         self.safety.start()
+        return True, "starting: the soft start begins at the next control step"
 
     # The control step.
 
     def step(self, now: float) -> StepResult:
         """One control period: check inputs, advance the state machine, run the policy, filter."""
         self.tick += 1
-        self.ticks_since_joint_states += 1
-        ready, fault, measured_ok = self._check_inputs(now)
+        check = self.check_inputs(now)
         before = self.safety.state
         q = self.inputs.joint_pos[: self.num_joints]
         qd = self.inputs.joint_vel[: self.num_joints]
-        state = self.safety.update(now, ready, fault, q)
+        state = self.safety.update(now, check.ready, check.fault, q, check.waiting)
         if before is State.PASSIVE and state in (State.RAMP, State.RUN):
             # A fresh start, like an episode reset in training: no past frames, no last action.
             self.observation.reset()
@@ -204,41 +243,13 @@ class DeployRuntime:
                 target = self.actions(raw)
             else:
                 self.safety.fault("non-finite policy output", now)
-        command = self.safety.command(now, target, q, qd, measured_ok)
+        command = self.safety.command(now, target, q, qd, check.measured_ok)
         return StepResult(command, self.safety.state, self.safety.reason, self.tick, raw)
 
-    def status(self, now: float) -> dict:
-        """Values for diagnostics: state, reason, input ages [s], e-stop."""
-        out = {
-            "state": self.safety.state.value,
-            "reason": self.safety.reason,
-            "tick": self.tick,
-            "estop": self.safety.estop_input,
-            "estop_latched": self.safety.estop_latched,
-            "joint_states_age_s": None if self.joint_stamp is None else now - self.joint_stamp,
-            "ticks_since_joint_states": self.ticks_since_joint_states,
-        }
-        for name, slot in self.vectors.items():
-            out[f"{name}_age_s"] = None if slot.stamp is None else now - slot.stamp
-        return out
-
-    # Private methods.
-
-    def _check_inputs(self, now: float) -> tuple[bool, str | None, bool]:
-        """(ready, fault, measured_ok): all inputs present/fresh/finite; why not; joint states usable."""
-        if self.joint_stamp is None:
-            return False, None, False
-        age = now - self.joint_stamp
-        fault = None
-        measured_ok = age <= self.stale_timeout_s
-        if not measured_ok:
-            fault = f"stale joint_states ({age * 1e3:.0f} ms old)"
-        elif not (np.isfinite(self.inputs.joint_pos).all() and np.isfinite(self.inputs.joint_vel).all()):
-            measured_ok = False
-            bad = [n for n, p, v in zip(self.ctx.joints, self.inputs.joint_pos, self.inputs.joint_vel)
-                   if not (np.isfinite(p) and np.isfinite(v))]
-            fault = f"non-finite joint_states for {bad}"
-        ready = fault is None
+    def check_inputs(self, now: float) -> InputCheck:
+        """Judge every input at `now`; also applies command defaults and the e-stop heartbeat."""
+        fault, waiting = self._check_joint_states(now)
+        measured_ok = fault is None and waiting is None
         for slot in self.vectors.values():
             if slot.kind == "command" and slot.default is not None and (
                 slot.value is None or (slot.timeout_s is not None and now - slot.stamp > slot.timeout_s)
@@ -246,7 +257,7 @@ class DeployRuntime:
                 self.inputs.vectors[slot.name] = slot.default
                 continue
             if slot.value is None:
-                ready = False
+                waiting = waiting or f"never received {slot.kind} '{slot.name}'"
                 continue
             if slot.kind == "sensor":
                 if now - slot.stamp > self.stale_timeout_s:
@@ -254,4 +265,93 @@ class DeployRuntime:
                 elif not np.isfinite(slot.value).all():
                     fault = fault or f"non-finite {slot.name}"
             self.inputs.vectors[slot.name] = slot.value
-        return ready and fault is None, fault, measured_ok
+        fault = fault or self._check_estop_heartbeat(now)
+        if self.safety.state is State.PASSIVE and self.safety_cfg.input_rate_samples:
+            # Before a start, an input too slow for the timeout is the root cause of its staleness: say so.
+            too_slow, measuring = self._check_rates()
+            if too_slow is not None:
+                fault, waiting = None, too_slow
+            waiting = waiting or measuring
+        return InputCheck(fault is None and waiting is None, fault, waiting, measured_ok)
+
+    def status(self, now: float) -> dict:
+        """Values for diagnostics: state, reason, input ages [s], e-stop."""
+        js = self.joint_states
+        age, stalest = js.oldest(now)
+        out = {
+            "state": self.safety.state.value,
+            "reason": self.safety.reason,
+            "stop_phase": self.safety.stop_phase(now),
+            "tick": self.tick,
+            "estop": self.safety.estop_input,
+            "estop_latched": self.safety.estop_latched,
+            "joint_states_age_s": None if not np.isfinite(age) else age,
+            "stalest_joint": stalest,
+            "ticks_since_joint_states": int(self.tick - self._joint_ticks.min()),
+            "stale_timeout_s": self.stale_timeout_s,
+            "never_received": self.never_received(),
+        }
+        if self.safety_cfg.estop_heartbeat_timeout_s is not None:
+            out["estop_heartbeat_age_s"] = None if self._estop_heartbeat is None else now - self._estop_heartbeat
+        for name, slot in self.vectors.items():
+            out[f"{name}_age_s"] = None if slot.stamp is None else now - slot.stamp
+        return out
+
+    # Private methods.
+
+    def _check_joint_states(self, now: float) -> tuple[str | None, str | None]:
+        js = self.joint_states
+        never = js.never_received()
+        if never:
+            return None, f"never received joint_states for {never}"
+        age, name = js.oldest(now)
+        if age > self.stale_timeout_s:
+            return f"stale joint_states ({name}: {age * 1e3:.0f} ms old)", None
+        bad = js.non_finite(self.ctx.uses_joint_vel)
+        if bad:
+            return f"non-finite joint_states for {bad}", None
+        implausible = js.faults()
+        if implausible:
+            return "implausible joint_states (sensor fault): " + "; ".join(implausible), None
+        if self.ctx.uses_joint_vel:
+            no_velocity = js.without_velocity()
+            if no_velocity:
+                return (f"joint_states carry no velocity for {no_velocity}, which the policy reads "
+                        "(send velocities, or enable velocity_from_positions)"), None
+        return None, None
+
+    def _check_estop_heartbeat(self, now: float) -> str | None:
+        timeout = self.safety_cfg.estop_heartbeat_timeout_s
+        if timeout is None:
+            return None
+        if self._estop_heartbeat is None:
+            return f"waiting for the e-stop heartbeat (estop=false at least every {timeout * 1e3:.0f} ms)"
+        age = now - self._estop_heartbeat
+        if age > timeout:
+            reason = f"e-stop heartbeat lost (no estop=false for {age * 1e3:.0f} ms)"
+            self.safety.set_estop(True, now, reason)
+            return reason
+        return None
+
+    def _check_rates(self) -> tuple[str | None, str | None]:
+        """(too slow, still measuring): inputs whose ordinary gaps would trip the watchdog are refused."""
+        limit = RATE_MARGIN * self.stale_timeout_s
+        samples = self.safety_cfg.input_rate_samples
+        streams = [("joint_states", self._joint_gaps, self.joint_states.needed)]
+        streams += [(name, slot.gaps, (name,)) for name, slot in self.vectors.items() if slot.kind == "sensor"]
+        measuring = None
+        for topic, gaps, names in streams:
+            typical = gaps.typical_max(samples)
+            if typical is None:
+                measuring = measuring or f"measuring how regularly {topic} arrives ({samples} gaps)"
+            elif typical[0] > limit:
+                gap, k = typical
+                which = f" ({names[k]})" if topic == "joint_states" else ""
+                return (f"{topic}{which} arrives every {gap * 1e3:.0f} ms (90th percentile), too slow for the "
+                        f"{self.stale_timeout_s * 1e3:.0f} ms stale timeout: publish it faster or raise "
+                        f"stale_timeout_s above {gap / RATE_MARGIN * 1e3:.0f} ms"), None
+        return None, measuring
+
+
+def _first_sentence(err: Exception) -> str:
+    return str(err).split(". ")[0]

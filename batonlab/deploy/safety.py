@@ -1,18 +1,31 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """The safety filter between the policy and the motors, and its state machine.
 
-    passive ──ready──► ramp ──ramp_time_s──► run
-       ▲                 │                    │
-       └──── reset() ─── damp ◄── e-stop, stale or non-finite input, non-finite output
+    passive ──ready (+ start)──► ramp ──ramp_time_s──► run
+       ▲                           │                    │
+       └──────── reset() ──────── stop ◄── e-stop (or lost heartbeat), stale / non-finite / implausible
+                                   │       input, malformed message, non-finite policy output
+                       hold ──stop_hold_time_s──► damp         (stop_behavior "hold_then_damp")
 
 - passive: nothing is commanded; the robot's own controllers keep it where it is.
 - ramp: soft start, targets blend from the pose measured on entry to the policy's targets.
-- run: policy targets, rate limited and clamped.
-- damp: position targets follow the measured pose, so the PD law reduces to `-kd·q̇` (or, with
-  `damp_mode="hold"` or when the joint states themselves are stale or broken, the last command is
-  held). Damp is latched: only `reset()` leaves it, and `reset()` refuses while the e-stop is on.
+- run: policy targets, limited (see below).
+- stop: the robot's stop behaviour (`stop_behavior`):
+    "hold_then_damp" (default, right for arms): hold the pose measured when the stop began, with the
+        PD torque limited to `stop_hold_torque_scale` of the motor limits (the arm keeps its holding
+        torque, so it does not drop onto whatever is below it), for `stop_hold_time_s`; then damp;
+    "hold": hold that pose for good;
+    "damp": position targets follow the measured pose at once, so the PD law reduces to `-kd·q̇`
+        (right for a robot that rests safely when limp, wrong for an arm under gravity).
+  When the joint states themselves are stale or broken, the last command is held instead of
+  following them. Stop is latched: only `reset()` leaves it, and `reset()` refuses while the e-stop
+  is on.
 
-Every command that leaves this filter is finite.
+The limits hold for every command that leaves the filter, in every state, and no stage undoes an
+earlier one: position targets move at most `max_joint_velocity · dt` per step from the previous
+command and stay inside the joint limits (these two are applied last, together), and within that
+window the PD torque `kp·(target − q) − kd·q̇` is kept inside the torque limits wherever it can be.
+Every command is finite.
 """
 
 from __future__ import annotations
@@ -20,20 +33,24 @@ from __future__ import annotations
 import enum
 import logging
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from batonlab.deploy.actions import EFFORT, POSITION, VELOCITY
+from batonlab.deploy.joints import PlausibilityCfg
 
 log = logging.getLogger("batonlab.deploy")
+
+STOP_BEHAVIORS = ("hold_then_damp", "hold", "damp")
+"""What a stopped robot does; see the module docstring."""
 
 
 class State(str, enum.Enum):
     PASSIVE = "passive"
     RAMP = "ramp"
     RUN = "run"
-    DAMP = "damp"
+    STOP = "stop"
 
 
 @dataclass
@@ -43,23 +60,49 @@ class SafetyCfg:
     ramp_time_s: float = 2.0
     """Soft start: time to blend from the measured pose to the policy's targets [s]."""
     stale_timeout_s: float | None = None
-    """Inputs older than this make the runtime damp [s]; None: two control periods."""
+    """Inputs older than this stop the robot [s]; None: `default_stale_timeout(dt)`."""
     max_joint_velocity: float = 3.0
     """Rate limit: position targets move at most this fast; also the clamp of velocity targets [rad/s or m/s]."""
     position_margin: float = 0.0
     """Position targets stay this far inside the manifest's joint limits [rad or m]."""
     torque_limit_scale: float = 1.0
     """PD targets are clamped so that `kp·(target − q) − kd·q̇` stays within this fraction of the torque limits."""
-    damp_mode: str = "damp"
-    """"damp": position targets follow the measured pose; "hold": keep the last command."""
+    stop_behavior: str = "hold_then_damp"
+    """"hold_then_damp", "hold" or "damp" (see the module docstring)."""
+    stop_hold_time_s: float = 3.0
+    """"hold_then_damp": how long the pose is held before damping [s]."""
+    stop_hold_torque_scale: float = 0.5
+    """Holding a stopped pose uses at most this fraction of the torque limits (limited gains)."""
     auto_start: bool = True
     """Leave passive as soon as every input is there; False waits for `start()`."""
+    estop_heartbeat_timeout_s: float | None = None
+    """None: the e-stop is a latch (true stops). A number: heartbeat mode, the robot stops unless
+    `estop=false` arrives at least this often [s] (the usual wiring of wireless e-stops)."""
+    plausibility: PlausibilityCfg = field(default_factory=PlausibilityCfg)
+    """Joint readings outside these bounds are sensor faults."""
+    velocity_from_positions: bool = False
+    """Estimate joint velocities by finite differences when joint states carry positions only."""
+    input_rate_samples: int = 8
+    """Arrival gaps measured per input before the robot may start: an input whose ordinary gaps would
+    trip the stale timeout is refused with a message instead (0: start at once, unchecked)."""
 
     def __post_init__(self) -> None:
-        if self.damp_mode not in ("damp", "hold"):
-            raise ValueError(f"damp_mode must be 'damp' or 'hold', got {self.damp_mode!r}")
+        if self.stop_behavior not in STOP_BEHAVIORS:
+            raise ValueError(f"stop_behavior must be one of {list(STOP_BEHAVIORS)}, got {self.stop_behavior!r}")
         if self.ramp_time_s < 0 or self.max_joint_velocity <= 0 or not 0 < self.torque_limit_scale <= 1:
             raise ValueError("need ramp_time_s >= 0, max_joint_velocity > 0 and 0 < torque_limit_scale <= 1")
+        if self.stop_hold_time_s < 0 or not 0 < self.stop_hold_torque_scale <= 1:
+            raise ValueError("need stop_hold_time_s >= 0 and 0 < stop_hold_torque_scale <= 1")
+        if self.stale_timeout_s is not None and self.stale_timeout_s <= 0:
+            raise ValueError(f"stale_timeout_s must be > 0 (or None for the default), got {self.stale_timeout_s}")
+        if self.estop_heartbeat_timeout_s is not None and self.estop_heartbeat_timeout_s <= 0:
+            raise ValueError(f"estop_heartbeat_timeout_s must be > 0 (or None: latching e-stop), got {self.estop_heartbeat_timeout_s}")
+
+
+def default_stale_timeout(dt: float) -> float:
+    """Two control periods, but at least 25 ms: below that, ordinary DDS jitter on a loaded robot
+    computer would stop the robot (at 50 Hz this is 40 ms; at 200 Hz, 25 ms = 5 periods)."""
+    return max(2.0 * dt, 0.025)
 
 
 @dataclass
@@ -104,6 +147,7 @@ class SafetyFilter:
         self.pos_low = limits.pos_low + cfg.position_margin
         self.pos_high = limits.pos_high - cfg.position_margin
         self.torque = limits.torque * cfg.torque_limit_scale
+        self.hold_torque = limits.torque * cfg.stop_hold_torque_scale
         self.kp, self.kd = limits.kp, limits.kd
         self.max_step = cfg.max_joint_velocity * dt
         self.on_transition = on_transition
@@ -111,25 +155,29 @@ class SafetyFilter:
         self.reason = "waiting for inputs"
         self.transitions: deque[Transition] = deque(maxlen=256)
         self.estop_input = False
-        """The e-stop as last received."""
+        """The e-stop as last received (in heartbeat mode: true while the heartbeat is missing)."""
         self.estop_latched = False
         self.last_command: np.ndarray | None = None
-        """The last command that left the filter (always finite)."""
+        """The last command that left the filter (always finite, always within the limits)."""
+        self.has_commanded = False
+        """A command has ever left the filter: from then on, nothing may end the node without a stop."""
         self._start_requested = False
         self._ramp_start = 0.0
         self._ramp_from: np.ndarray | None = None
+        self._stop_start = 0.0
+        self._hold_pose: np.ndarray | None = None
 
     # Events.
 
-    def set_estop(self, active: bool, now: float) -> None:
-        """E-stop input; pressing it latches damp, releasing it does not clear anything."""
+    def set_estop(self, active: bool, now: float, reason: str = "e-stop") -> None:
+        """E-stop input; pressing it latches stop, releasing it does not clear anything."""
         self.estop_input = bool(active)
         if active and not self.estop_latched:
             self.estop_latched = True
-            self._enter(State.DAMP, "e-stop", now)
+            self._enter(State.STOP, reason, now)
 
     def reset(self, now: float) -> tuple[bool, str]:
-        """Leave damp for passive (the only way out of damp). Refused while the e-stop is pressed."""
+        """Leave stop for passive (the only way out of stop). Refused while the e-stop is pressed."""
         if self.estop_input:
             return False, "e-stop is still active; release it first"
         if self.state is State.PASSIVE:
@@ -144,101 +192,125 @@ class SafetyFilter:
         self._start_requested = True
 
     def fault(self, reason: str, now: float) -> None:
-        """Damp now if commanding (ramp, run); a passive robot just stays passive."""
+        """Stop now if commanding (ramp, run); a passive robot just stays passive."""
         if self.state in (State.RAMP, State.RUN):
-            self._enter(State.DAMP, reason, now)
+            self._enter(State.STOP, reason, now)
 
     # Per step.
 
-    def update(self, now: float, ready: bool, fault: str | None, q: np.ndarray | None) -> State:
+    def update(self, now: float, ready: bool, fault: str | None, q: np.ndarray | None, waiting: str | None = None) -> State:
         """Advance the state machine.
 
         Args:
             now: Monotonic time [s].
-            ready: Every input is present, fresh and finite.
-            fault: Why not, if not (stale, non-finite …); damps a commanding robot.
+            ready: Every input is present, fresh, finite and plausible.
+            fault: Why not (stale, non-finite …), if that should stop a commanding robot.
             q: Measured positions of the policy's joints (the soft start begins there).
+            waiting: Why a passive robot does not start yet (shown as the reason).
         """
         if self.state in (State.RAMP, State.RUN) and fault is not None:
-            self._enter(State.DAMP, fault, now)
+            self._enter(State.STOP, fault, now)
         elif self.state is State.PASSIVE:
             if ready and not self.estop_latched and (self.cfg.auto_start or self._start_requested):
                 self._ramp_start = now
-                self._ramp_from = np.where(self.is_pos, q, 0.0)
-                self.last_command = self._ramp_from.copy()
+                self._ramp_from = np.where(self.is_pos, np.clip(q, self.pos_low, self.pos_high), 0.0)
+                self.last_command = self._ramp_from.copy()  # the rate limit's reference for the first step
                 self._enter(State.RAMP, "inputs ready" if self.cfg.auto_start else "start requested", now)
             else:
-                self.reason = fault or ("waiting for start()" if ready else "waiting for inputs")
+                self.reason = fault or waiting or ("waiting for start()" if ready else "waiting for inputs")
         if self.state is State.RAMP and now - self._ramp_start >= self.cfg.ramp_time_s:
             self._enter(State.RUN, "soft start done", now)
         return self.state
 
     def command(self, now: float, target: np.ndarray | None, q: np.ndarray | None, qd: np.ndarray | None,
                 measured_ok: bool) -> np.ndarray | None:
-        """The command to send this step, or None (passive; or damp before any command was sent).
+        """The command to send this step, or None (passive; or stopped before any command was sent).
 
         Args:
             target: Policy targets in ramp/run (None otherwise).
             q, qd: Measured positions and velocities of the policy's joints.
-            measured_ok: q and qd are fresh and finite (damp can follow them).
+            measured_ok: q and qd are fresh, finite and plausible (limits and stops may use them).
         """
         if self.state is State.PASSIVE:
             return None
         if self.state in (State.RAMP, State.RUN) and target is not None:
-            cmd = self._filter(now, target, q, qd)
+            cmd = np.array(target, dtype=np.float64)
+            if self.state is State.RAMP and self.cfg.ramp_time_s > 0:
+                # Soft start: blend from the pose measured when the ramp began (zero for velocity/effort joints).
+                alpha = min(1.0, max(0.0, (now - self._ramp_start) / self.cfg.ramp_time_s))
+                cmd = self._ramp_from + alpha * (cmd - self._ramp_from)
+            cmd = self._limit(cmd, q, qd, measured_ok, self.torque)
             if np.isfinite(cmd).all():
-                self.last_command = cmd
-                return cmd
-            self._enter(State.DAMP, "non-finite command", now)
-        elif self.state is not State.DAMP:
-            self._enter(State.DAMP, "no policy target", now)
-        cmd = self._damp_command(q, qd, measured_ok)
-        if cmd is not None:
-            self.last_command = cmd
-        return cmd
+                return self._sent(cmd)
+            self._enter(State.STOP, "non-finite command", now)
+        elif self.state is not State.STOP:
+            self._enter(State.STOP, "no policy target", now)
+        cmd = self._stop_command(now, q, qd, measured_ok)
+        return None if cmd is None else self._sent(cmd)
+
+    def stop_phase(self, now: float) -> str | None:
+        """"hold" or "damp" while stopped (None otherwise)."""
+        if self.state is not State.STOP:
+            return None
+        behavior = self.cfg.stop_behavior
+        if behavior == "hold_then_damp":
+            return "hold" if now - self._stop_start < self.cfg.stop_hold_time_s else "damp"
+        return behavior
 
     # Private methods.
 
-    def _filter(self, now: float, target: np.ndarray, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
-        cmd = np.array(target, dtype=np.float64)
-        # Soft start: blend from the pose measured when the ramp began (zero for velocity/effort joints).
-        if self.state is State.RAMP and self.cfg.ramp_time_s > 0:
-            alpha = min(1.0, max(0.0, (now - self._ramp_start) / self.cfg.ramp_time_s))
-            cmd = self._ramp_from + alpha * (cmd - self._ramp_from)
-        prev = self.last_command
+    def _limit(self, cmd: np.ndarray, q, qd, measured_ok: bool, torque: np.ndarray) -> np.ndarray:
+        """Torque clamp where the measurements allow it, then the rate limit and the joint limits, last."""
         pos = self.is_pos
-        # Rate limit on position targets.
+        if measured_ok:
+            # PD torque kp·(target − q) − kd·q̇ within ±torque.
+            kp, kd = np.maximum(self.kp[pos], 1e-9), self.kd[pos]
+            low = q[pos] + (-torque[pos] + kd * qd[pos]) / kp
+            high = q[pos] + (torque[pos] + kd * qd[pos]) / kp
+            cmd[pos] = np.clip(cmd[pos], low, high)
+        # The last stage: a window around the previous command (always inside the joint limits, so
+        # the window is never empty) intersected with the joint limits.
+        prev = self.last_command
+        low, high = self.pos_low[pos], self.pos_high[pos]
         if prev is not None:
-            cmd[pos] = np.clip(cmd[pos], prev[pos] - self.max_step, prev[pos] + self.max_step)
-        # Torque clamp: the PD law kp·(target − q) − kd·q̇ must stay within the torque limits.
-        kp, kd = self.kp[pos], self.kd[pos]
-        lo = q[pos] + (-self.torque[pos] + kd * qd[pos]) / np.maximum(kp, 1e-9)
-        hi = q[pos] + (self.torque[pos] + kd * qd[pos]) / np.maximum(kp, 1e-9)
-        cmd[pos] = np.clip(cmd[pos], lo, hi)
-        # Joint limits last: a target outside them is never sent.
-        cmd[pos] = np.clip(cmd[pos], self.pos_low[pos], self.pos_high[pos])
+            low = np.maximum(low, prev[pos] - self.max_step)
+            high = np.minimum(high, prev[pos] + self.max_step)
+        cmd[pos] = np.minimum(np.maximum(cmd[pos], low), high)
         cmd[self.is_vel] = np.clip(cmd[self.is_vel], -self.cfg.max_joint_velocity, self.cfg.max_joint_velocity)
-        cmd[self.is_eff] = np.clip(cmd[self.is_eff], -self.torque[self.is_eff], self.torque[self.is_eff])
+        cmd[self.is_eff] = np.clip(cmd[self.is_eff], -torque[self.is_eff], torque[self.is_eff])
         return cmd
 
-    def _damp_command(self, q, qd, measured_ok: bool) -> np.ndarray | None:
-        follow = self.cfg.damp_mode == "damp" and measured_ok
-        if follow:
-            cmd = np.where(self.is_pos, np.clip(q, self.pos_low, self.pos_high), 0.0)
-            cmd[self.is_eff] = np.clip(-self.kd[self.is_eff] * qd[self.is_eff], -self.torque[self.is_eff], self.torque[self.is_eff])
-        elif self.last_command is not None:
-            cmd = np.where(self.is_pos, self.last_command, 0.0)
+    def _stop_command(self, now: float, q, qd, measured_ok: bool) -> np.ndarray | None:
+        if self.last_command is None:
+            return None  # stopped before anything was commanded: keep sending nothing
+        phase = self.stop_phase(now)
+        if phase == "hold":
+            if self._hold_pose is None:
+                self._hold_pose = np.where(self.is_pos, np.clip(q, self.pos_low, self.pos_high) if measured_ok
+                                           else self.last_command, 0.0)
+            cmd, torque = self._hold_pose.copy(), self.hold_torque
+        elif measured_ok:
+            cmd, torque = np.where(self.is_pos, q, 0.0), self.torque
+            cmd[self.is_eff] = -self.kd[self.is_eff] * qd[self.is_eff]
         else:
-            return None
+            cmd, torque = np.where(self.is_pos, self.last_command, 0.0), self.torque
+        cmd = self._limit(cmd, q, qd, measured_ok, torque)
         return cmd if np.isfinite(cmd).all() else None
+
+    def _sent(self, cmd: np.ndarray) -> np.ndarray:
+        self.last_command = cmd
+        self.has_commanded = True
+        return cmd
 
     def _enter(self, state: State, reason: str, now: float) -> None:
         if state is self.state:
             return
         transition = Transition(now, self.state, state, reason)
         self.state, self.reason = state, reason
+        if state is State.STOP:
+            self._stop_start, self._hold_pose = now, None
         self.transitions.append(transition)
-        level = logging.WARNING if state is State.DAMP else logging.INFO
+        level = logging.WARNING if state is State.STOP else logging.INFO
         log.log(level, "%s -> %s: %s", transition.source.value, state.value, reason)
         if self.on_transition is not None:
             self.on_transition(transition)
