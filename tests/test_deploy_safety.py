@@ -206,7 +206,7 @@ def test_stop_holds_the_measured_pose_with_limited_torque_then_damps():
     run_state(f)
     f.command(0.0, np.array([0.3, 0.3, 1.0, 1.0]), Z, Z, True)
     q_stop = np.array([0.1, -0.1, 0.0, 0.0])
-    f.set_estop(True, 0.1)
+    f.set_estop(True, 0.1, q=q_stop)  # the pose measured when the e-stop arrived
     assert f.stop_phase(0.1) == "hold"
     np.testing.assert_allclose(f.command(0.1, None, q_stop, Z, True), [0.1, -0.1, 0.0, 0.0])
     # Gravity pulls the arm down: the hold pose stays, its torque is limited to 20 % (2 N·m → 0.02 rad at kp 100).
@@ -232,7 +232,7 @@ def test_stop_behaviors_damp_and_hold():
     hold = make_filter(stop_behavior="hold", max_joint_velocity=100.0)
     run_state(hold)
     hold.command(0.0, np.array([0.01, 0.01, 1.0, 1.0]), Z, Z, True)
-    hold.set_estop(True, 0.1)
+    hold.set_estop(True, 0.1, q=q)
     for now in (0.1, 10.0, 100.0):
         np.testing.assert_allclose(hold.command(now, None, q, Z, True)[:3], [0.1, -0.1, 0.0])
 

@@ -1,30 +1,45 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """`policy_node`: a batonlab policy as a ROS 2 node, a thin layer over `batonlab.deploy.DeployRuntime`.
 
-Subscribes:  joint_states (sensor_msgs/JointState), imu (sensor_msgs/Imu), cmd_vel (geometry_msgs/Twist),
-             estop (std_msgs/Bool, true = stop), sensors/<name> and commands/<name> for the inputs the
-             manifest names (see `deploy_ros.messages`).
+Subscribes:  joint_states (sensor_msgs/JointState; the joints may be split over several messages),
+             imu (sensor_msgs/Imu), cmd_vel (geometry_msgs/Twist), estop (std_msgs/Bool: true stops;
+             in heartbeat mode false must keep arriving), sensors/<name> and commands/<name> for the
+             inputs the manifest names (see `deploy_ros.messages`).
 Publishes:   joint commands as std_msgs/Float64MultiArray for ros2_control's forward controllers
-             (and/or trajectory_msgs/JointTrajectory), ~/state (std_msgs/String, JSON, one per
-             state transition, latched) and diagnostics (diagnostic_msgs/DiagnosticArray).
-Services:    ~/reset (leave damp; refused while the e-stop is on), ~/start (when auto_start is off).
+             (and/or trajectory_msgs/JointTrajectory), ~/state (std_msgs/String, JSON, latched: one per
+             state transition, per change of the waiting reason and per change of input problems)
+             and diagnostics (diagnostic_msgs/DiagnosticArray: the node, and its inputs).
+Services:    ~/reset (leave stop; refused while the e-stop is on), ~/start (when auto_start is off;
+             refused, naming the input, while a required input never arrived or is faulty).
 Recording:   with `record:=true`, a rosbag2 (MCAP) bag in `record_dir` holds the received inputs, every
              policy step (observation, raw and filtered action, safety state) and the commands sent
-             (`batonlab.deploy.recording`; `batonlab replay BAG` replays it in simulation). A separate
-             writer process serialises and writes; if writing fails (disk full) the node logs it,
-             reports it in diagnostics and keeps controlling.
+             (`batonlab.deploy.recording`). A separate writer process serialises and writes; if writing
+             fails (disk full) the node logs it, reports it in diagnostics and keeps controlling.
 
-The control step runs on a steady-clock timer at the manifest's control rate; input ages are
-measured from message arrival on the same steady clock, so the watchdog works whatever the robot's
-header stamps say. With `use_sim_time:=true` (sim-to-sim), both follow the simulator's /clock
-instead, so a simulator slower than real time still sees one control step per control period. Only batonlab.deploy, rclpy and message packages are imported: no torch, no mujoco.
+QoS. Every input is subscribed BEST_EFFORT + VOLATILE, which matches publishers of any reliability
+and durability: an e-stop published RELIABLE or BEST_EFFORT is heard either way. Publishers the
+node cannot hear (another message type, incompatible QoS) are named on ~/state and /diagnostics.
+Outputs are RELIABLE (commands, depth 1) and RELIABLE + TRANSIENT_LOCAL (~/state), which any
+subscriber matches.
+
+Timing. Inputs are handled in one callback group and the control step in another, on a two-thread
+executor, so a burst of input messages never delays a control step by more than one callback.
+Each control step first takes every input message already waiting, and an input's age is measured
+from the moment the middleware received it (DDS reception time, mapped onto the steady clock),
+not from when Python got around to it: a node that was itself descheduled does not blame the
+robot for its own delay. The step's own lateness and loop overruns are reported in diagnostics.
+With `use_sim_time:=true` (sim-to-sim) control steps and ages follow the simulator's /clock.
+
+Only batonlab.deploy, rclpy and message packages are imported: no torch, no mujoco.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -32,16 +47,21 @@ import numpy as np
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import Twist
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.clock import Clock, ClockType
-from rclpy.executors import ExternalShutdownException
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.task import Future
 from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Bool, Float64MultiArray, String
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-from batonlab.deploy import DeployRuntime, InputError, JointMismatchError, ManifestError, SafetyCfg, State, load_manifest
+from batonlab.deploy import (DeployRuntime, InputError, JointMismatchError, ManifestError, PlausibilityCfg, SafetyCfg, State,
+                             load_manifest)
+from batonlab.deploy.timing import LoopTiming
+from deploy_ros.input_monitor import InputMonitor
 from deploy_ros.messages import float_array, msg_to_vector, twist_to_vector, vector_msg_type
 
 PARAMETERS = {
@@ -60,19 +80,34 @@ PARAMETERS = {
     "cmd_vel_command": "",  # manifest command fed by cmd_vel ("" : none)
     "cmd_vel_timeout_s": 0.5,  # cmd_vel falls back to zero after this
     "ramp_time_s": 2.0,
-    "stale_timeout_s": 0.0,  # 0: two control periods
+    "stale_timeout_s": 0.0,  # 0: two control periods, at least 25 ms
     "max_joint_velocity": 3.0,
     "position_margin": 0.0,
     "torque_limit_scale": 1.0,
-    "damp_mode": "damp",  # damp | hold
+    "stop_behavior": "hold_then_damp",  # hold_then_damp | hold | damp
+    "stop_hold_time_s": 3.0,
+    "stop_hold_torque_scale": 0.5,
+    "estop_mode": "latch",  # latch (true stops) | heartbeat (stop unless false arrives every estop_heartbeat_timeout_s)
+    "estop_heartbeat_timeout_s": 0.2,
+    "sensor_range_tolerance": 0.1,  # joint readings this far outside their limits are sensor faults [rad or m]
+    "sensor_max_joint_speed": 20.0,  # faster readings (or jumps implying more) are sensor faults [rad/s or m/s]
+    "sensor_jump_tolerance": 0.05,
+    "velocity_from_positions": False,  # estimate joint velocities by finite differences if the robot sends none
+    "input_rate_samples": 8,  # input gaps measured before a start (0: no input-rate check)
     "auto_start": True,
     "diagnostics_rate_hz": 2.0,
+    "graph_check_rate_hz": 1.0,  # how often publishers on the input topics are checked
     "record": False,  # write a rosbag2 (MCAP) bag of inputs, policy steps and commands
     "record_dir": "bags",  # bags go to <record_dir>/<task>_<date-time>
     "record_robot": "",  # robot name stored in the bag's metadata
     "record_seed": -1,  # seed stored in the bag's metadata (sim-to-sim episodes); -1: none
 }
 """Parameters and their defaults (config/policy_node.yaml documents them for a robot)."""
+
+INPUT_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10, reliability=ReliabilityPolicy.BEST_EFFORT,
+                       durability=DurabilityPolicy.VOLATILE)
+"""Every input: matches RELIABLE and BEST_EFFORT, VOLATILE and TRANSIENT_LOCAL publishers; depth 10 keeps
+split joint-state messages that arrive together."""
 
 
 class RefusedToStart(RuntimeError):
@@ -90,11 +125,21 @@ class PolicyNode(Node):
             manifest = load_manifest(p["manifest"], verify_hash=p["verify_hash"])
         except ManifestError as err:
             raise RefusedToStart(str(err)) from None
-        safety = SafetyCfg(
-            ramp_time_s=p["ramp_time_s"], stale_timeout_s=p["stale_timeout_s"] or None,
-            max_joint_velocity=p["max_joint_velocity"], position_margin=p["position_margin"],
-            torque_limit_scale=p["torque_limit_scale"], damp_mode=p["damp_mode"], auto_start=p["auto_start"],
-        )
+        if p["estop_mode"] not in ("latch", "heartbeat"):
+            raise RefusedToStart(f"estop_mode must be 'latch' or 'heartbeat', got '{p['estop_mode']}'")
+        try:
+            safety = SafetyCfg(
+                ramp_time_s=p["ramp_time_s"], stale_timeout_s=p["stale_timeout_s"] or None,
+                max_joint_velocity=p["max_joint_velocity"], position_margin=p["position_margin"],
+                torque_limit_scale=p["torque_limit_scale"], stop_behavior=p["stop_behavior"],
+                stop_hold_time_s=p["stop_hold_time_s"], stop_hold_torque_scale=p["stop_hold_torque_scale"],
+                auto_start=p["auto_start"],
+                estop_heartbeat_timeout_s=p["estop_heartbeat_timeout_s"] if p["estop_mode"] == "heartbeat" else None,
+                plausibility=PlausibilityCfg(p["sensor_range_tolerance"], p["sensor_max_joint_speed"], p["sensor_jump_tolerance"]),
+                velocity_from_positions=p["velocity_from_positions"], input_rate_samples=p["input_rate_samples"],
+            )
+        except ValueError as err:
+            raise RefusedToStart(str(err)) from None
         cmd_vel_command = p["cmd_vel_command"]
         if cmd_vel_command and cmd_vel_command not in manifest.commands:
             raise RefusedToStart(f"cmd_vel_command '{cmd_vel_command}' is not a command of the manifest {list(manifest.commands)}")
@@ -105,6 +150,8 @@ class PolicyNode(Node):
         if abs(rate - manifest.control_rate_hz) > 1e-6:
             self.get_logger().warning(f"control_rate_hz {rate:g} differs from the {manifest.control_rate_hz:g} Hz the policy "
                                       "was trained at: for tests and benchmarks only")
+        self.lock = threading.RLock()
+        """Guards the runtime: input callbacks and the control step run on different threads."""
         try:
             self.runtime = DeployRuntime(manifest, safety, p["ignored_joints"], defaults, timeouts,
                                          on_transition=self._on_transition, control_dt=self.period_s)
@@ -120,6 +167,10 @@ class PolicyNode(Node):
         self.use_sim_time = bool(self.get_parameter("use_sim_time").value)
         self.control_clock = self.get_clock() if self.use_sim_time else Clock(clock_type=ClockType.STEADY_TIME)
         logging.getLogger("batonlab.deploy").addHandler(logging.NullHandler())  # transitions are logged here
+        self.refused = Future()
+        """Done (with the reason) when the robot turns out to be another robot than the manifest's."""
+        self.timing = LoopTiming(self.period_s)
+        self._reported_reason = ""
 
         # Recording (before the subscriptions, whose callbacks record).
         self._joint_stamp_ns = 0
@@ -137,11 +188,15 @@ class PolicyNode(Node):
         self.pub_state = self.create_publisher(String, "~/state", latched)
         self.pub_diagnostics = self.create_publisher(DiagnosticArray, "diagnostics", 10)
 
-        # Subscriptions.
-        self.create_subscription(JointState, p["joint_states_topic"], self._on_joint_states, qos_profile_sensor_data)
-        self.create_subscription(Imu, p["imu_topic"], self._on_imu, qos_profile_sensor_data)
-        self.create_subscription(Bool, p["estop_topic"], self._on_estop, QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
-        self.create_subscription(Twist, p["cmd_vel_topic"], self._on_cmd_vel, 10)
+        # Subscriptions: one callback group for inputs and services, another for the control step.
+        self.input_group = MutuallyExclusiveCallbackGroup()
+        self.control_group = MutuallyExclusiveCallbackGroup()
+        self.monitor = InputMonitor(self)
+        self._input_subscriptions = []
+        self._subscribe("joint_states", JointState, p["joint_states_topic"], self._on_joint_states, required=True)
+        self._subscribe("imu", Imu, p["imu_topic"], self._on_imu, required=False)
+        self._subscribe("estop", Bool, p["estop_topic"], self._on_estop, required=p["estop_mode"] == "heartbeat")
+        self._subscribe("cmd_vel", Twist, p["cmd_vel_topic"], self._on_cmd_vel, required=False)
         self.input_topics = {}
         for name, slot in self.runtime.vectors.items():
             if name == cmd_vel_command:
@@ -149,27 +204,48 @@ class PolicyNode(Node):
             group = "sensor_topics" if slot.kind == "sensor" else "command_topics"
             default = f"{'sensors' if slot.kind == 'sensor' else 'commands'}/{name}"
             topic = self.declare_parameter(f"{group}.{name}", default).value
-            qos = qos_profile_sensor_data if slot.kind == "sensor" else QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
-            self.create_subscription(vector_msg_type(slot.dim), topic, self._vector_callback(name), qos)
+            self._subscribe(name, vector_msg_type(slot.dim), topic, self._vector_callback(name), required=slot.required)
             self.input_topics[name] = topic
         self.imu_stamp: float | None = None
-        self.create_service(Trigger, "~/reset", self._on_reset)
-        self.create_service(Trigger, "~/start", self._on_start)
+        self.create_service(Trigger, "~/reset", self._on_reset, callback_group=self.input_group)
+        self.create_service(Trigger, "~/start", self._on_start, callback_group=self.input_group)
 
-        self.step_times_s: list[float] = []
         self._next_diagnostics = 0.0
-        self._last_command: np.ndarray | None = None
-        self.timer = self.create_timer(self.period_s, self._on_timer, clock=self.control_clock)
+        self.create_timer(1.0 / max(p["graph_check_rate_hz"], 1e-3), self._check_graph, callback_group=self.input_group)
+        self.timer = self.create_timer(self.period_s, self._on_timer, clock=self.control_clock, callback_group=self.control_group)
         self.get_logger().info(
             f"policy '{manifest.task}' ({manifest.onnx_path}) at {rate:.1f} Hz; joints {list(manifest.joint_names)}; "
             f"inputs {dict(joint_states=p['joint_states_topic'], **self.input_topics)}; "
-            f"output {p['output']} on {p['command_topic'] if self.pub_forward else p['trajectory_topic']}"
+            f"output {p['output']} on {p['command_topic'] if self.pub_forward else p['trajectory_topic']}; "
+            f"stale timeout {self.runtime.stale_timeout_s * 1e3:.0f} ms; stop behaviour {safety.stop_behavior}; "
+            f"e-stop {p['estop_mode']}"
         )
         self._publish_state("passive", "waiting for inputs")
+
+    # Time.
 
     def _now(self) -> float:
         """Control-clock time [s]: input ages, ramp and watchdog are measured on it."""
         return self.control_clock.now().nanoseconds * 1e-9
+
+    def _arrival(self, info) -> float:
+        """When the middleware received a message, on the control clock [s].
+
+        The DDS reception stamp (system clock) is mapped onto the steady clock through their current
+        offset; a message that waited in the queue while this node was descheduled keeps its true age.
+        """
+        now = self._now()
+        received = info.get("received_timestamp", 0) if isinstance(info, dict) else 0
+        if self.use_sim_time or not received:
+            return now
+        waited = (time.time_ns() - received) * 1e-9
+        return now - waited if 0.0 <= waited < 1.0 else now
+
+    @staticmethod
+    def _source_time(info) -> float | None:
+        """When the publisher wrote a message (DDS source stamp, the publisher's system clock) [s]."""
+        stamp = info.get("source_timestamp", 0) if isinstance(info, dict) else 0
+        return stamp * 1e-9 if stamp else None
 
     def _log_ns(self) -> int:
         """Log time of recorded messages: the node's ROS clock (the simulator's /clock with use_sim_time) [ns]."""
@@ -218,82 +294,151 @@ class PolicyNode(Node):
                   f"{status['recording_dropped']} dropped, error: {status['recording_error']}", file=sys.stderr, flush=True)
         return super().destroy_node()
 
-    # Callbacks.
+    # Inputs.
 
-    def _on_joint_states(self, msg: JointState) -> None:
-        try:
-            self.runtime.set_joint_state(msg.name, msg.position, msg.velocity, self._now())
-        except JointMismatchError as err:
-            raise RefusedToStart(str(err)) from None
-        except InputError as err:
-            self.get_logger().warning(f"dropped joint_states: {err}", throttle_duration_sec=1.0)
-        self._joint_stamp_ns = _stamp_ns(msg.header)
-        if self.recorder is not None:
-            self.recorder.joint_state(self._log_ns(), msg.position, msg.velocity, msg.effort, names=tuple(msg.name),
-                                      header_ns=self._joint_stamp_ns)
+    def _subscribe(self, name: str, msg_type, topic: str, callback, required: bool) -> None:
+        events = self.monitor.watch(name, topic, msg_type, INPUT_QOS, required)
+        sub = self.create_subscription(msg_type, topic, callback, INPUT_QOS, callback_group=self.input_group,
+                                       event_callbacks=events)
+        self._input_subscriptions.append(sub)
+
+    def _take_waiting_inputs(self) -> None:
+        """Handle every input message the middleware already holds, before a control step judges the inputs."""
+        for sub in self._input_subscriptions:
+            for _ in range(64):
+                with sub.handle:
+                    taken = sub.handle.take_message(sub.msg_type, sub.raw)
+                if taken is None:
+                    break
+                sub.callback(*taken)
+
+    def _on_joint_states(self, msg: JointState, info=None) -> None:
+        with self.lock:
+            try:
+                accepted = self.runtime.set_joint_state(msg.name, msg.position, msg.velocity, self._arrival(info),
+                                                        self._source_time(info))
+                if not accepted:
+                    self.get_logger().error(f"bad joint_states while commanding: {self.runtime.safety.reason}",
+                                            throttle_duration_sec=1.0)
+            except JointMismatchError as err:
+                self._refuse(str(err))
+                return
+            except InputError as err:
+                self.get_logger().warning(f"dropped joint_states: {err}", throttle_duration_sec=1.0)
+            self._joint_stamp_ns = _stamp_ns(msg.header)
+            if self.recorder is not None:
+                self.recorder.joint_state(self._log_ns(), msg.position, msg.velocity, msg.effort, names=tuple(msg.name),
+                                          header_ns=self._joint_stamp_ns)
 
     def _vector_callback(self, name: str):
         record = None
         if self.recorder is not None:
             record = self.recorder.sensor if self.runtime.vectors[name].kind == "sensor" else self.recorder.task_command
 
-        def callback(msg) -> None:
+        def callback(msg, info=None) -> None:
             values = msg_to_vector(msg)
-            try:
-                if not self.runtime.set_vector(name, values, self._now()):
-                    self.get_logger().warning(f"rejected non-finite {name}", throttle_duration_sec=1.0)
-            except InputError as err:
-                self.get_logger().warning(f"dropped {name}: {err}", throttle_duration_sec=1.0)
-            if record is not None:
-                header = getattr(msg, "header", None)
-                record(name, self._log_ns(), values, header_ns=_stamp_ns(header) if header is not None else None)
+            with self.lock:
+                try:
+                    if not self.runtime.set_vector(name, values, self._arrival(info)):
+                        self.get_logger().warning(f"rejected non-finite {name}", throttle_duration_sec=1.0)
+                except InputError as err:
+                    self.get_logger().warning(f"dropped {name}: {err}", throttle_duration_sec=1.0)
+                if record is not None:
+                    header = getattr(msg, "header", None)
+                    record(name, self._log_ns(), values, header_ns=_stamp_ns(header) if header is not None else None)
         return callback
 
-    def _on_cmd_vel(self, msg: Twist) -> None:
-        if self.recorder is not None:
-            self.recorder.twist(self._log_ns(), (msg.linear.x, msg.linear.y, msg.linear.z),
-                                (msg.angular.x, msg.angular.y, msg.angular.z))
-        name = self.params["cmd_vel_command"]
-        if not name:
-            return
-        values = twist_to_vector(msg, self.runtime.vectors[name].dim)
-        if not self.runtime.set_vector(name, values, self._now()):
-            self.get_logger().warning("rejected non-finite cmd_vel", throttle_duration_sec=1.0)
+    def _on_cmd_vel(self, msg: Twist, info=None) -> None:
+        with self.lock:
+            if self.recorder is not None:
+                self.recorder.twist(self._log_ns(), (msg.linear.x, msg.linear.y, msg.linear.z),
+                                    (msg.angular.x, msg.angular.y, msg.angular.z))
+            name = self.params["cmd_vel_command"]
+            if not name:
+                return
+            values = twist_to_vector(msg, self.runtime.vectors[name].dim)
+            if not self.runtime.set_vector(name, values, self._arrival(info)):
+                self.get_logger().warning("rejected non-finite cmd_vel", throttle_duration_sec=1.0)
 
-    def _on_imu(self, msg: Imu) -> None:
+    def _on_imu(self, msg: Imu, info=None) -> None:
         # No observation term reads the IMU yet (batonlab.deploy refuses unknown terms); its age is reported.
-        self.imu_stamp = self._now()
-        if self.recorder is not None:
-            o, w, a = msg.orientation, msg.angular_velocity, msg.linear_acceleration
-            self.recorder.imu(self._log_ns(), (o.w, o.x, o.y, o.z), (w.x, w.y, w.z), (a.x, a.y, a.z),
-                              frame_id=msg.header.frame_id, header_ns=_stamp_ns(msg.header))
+        with self.lock:
+            self.imu_stamp = self._arrival(info)
+            if self.recorder is not None:
+                o, w, a = msg.orientation, msg.angular_velocity, msg.linear_acceleration
+                self.recorder.imu(self._log_ns(), (o.w, o.x, o.y, o.z), (w.x, w.y, w.z), (a.x, a.y, a.z),
+                                  frame_id=msg.header.frame_id, header_ns=_stamp_ns(msg.header))
 
-    def _on_estop(self, msg: Bool) -> None:
-        self.runtime.set_estop(bool(msg.data), self._now())
+    def _on_estop(self, msg: Bool, info=None) -> None:
+        with self.lock:
+            self.runtime.set_estop(bool(msg.data), self._arrival(info))
+
+    def _refuse(self, reason: str) -> None:
+        """The robot is not the manifest's robot and nothing was commanded yet: end the node (exit code 2)."""
+        if not self.refused.done():
+            self.get_logger().error(f"refusing to start: {reason}")
+            self.refused.set_result(reason)
+
+    # Services.
 
     def _on_reset(self, request, response):
-        response.success, response.message = self.runtime.reset(self._now())
+        with self.lock:
+            response.success, response.message = self.runtime.reset(self._now())
         return response
 
     def _on_start(self, request, response):
-        self.runtime.start()
-        response.success, response.message = True, "start requested"
+        with self.lock:
+            self._take_waiting_inputs()
+            response.success, response.message = self.runtime.start(self._now())
+            missing = self.runtime.never_received()
+        if missing:
+            response.message += "; never received: " + "; ".join(self.monitor.describe(name) for name in missing)
+        if not response.success:
+            self.get_logger().warning(f"~/start refused: {response.message}")
         return response
 
+    # The control step.
+
     def _on_timer(self) -> None:
-        now = self._now()
-        start = time.perf_counter()
-        result = self.runtime.step(now)
-        if result.command is not None:
-            self._publish_command(result.command)
-        if self.recorder is not None:
-            self._record_step(result, time.perf_counter() - start)
-        self.step_times_s.append(time.perf_counter() - start)
-        if len(self.step_times_s) > 4096:
-            del self.step_times_s[:2048]
-        if now >= self._next_diagnostics:
-            self._next_diagnostics = now + 1.0 / max(self.params["diagnostics_rate_hz"], 1e-3)
-            self._publish_diagnostics(now)
+        with self.lock:
+            self._take_waiting_inputs()
+            now = self._now()
+            late_s = self.timing.tick(now)
+            start = time.perf_counter()
+            result = self.runtime.step(now)
+            if result.command is not None:
+                self._publish_command(result.command)
+            compute_s = time.perf_counter() - start
+            self.timing.done(compute_s)
+            if self.recorder is not None:
+                self._record_step(result, compute_s)
+            if result.state is State.PASSIVE:
+                self._report_waiting(result.reason)
+            if late_s > 0.5 * self.period_s:
+                self.get_logger().warning(f"control loop overrun: this step came {late_s * 1e3:.0f} ms late "
+                                          f"({self.timing.overruns} overruns so far)", throttle_duration_sec=5.0)
+            if now >= self._next_diagnostics:
+                self._next_diagnostics = now + 1.0 / max(self.params["diagnostics_rate_hz"], 1e-3)
+                self._publish_diagnostics(now)
+
+    def _report_waiting(self, reason: str) -> None:
+        """Log and publish why a passive robot does not start, each time the reason (numbers aside) changes."""
+        key = re.sub(r"[-+]?\d[\d.e+-]*", "#", reason)
+        if key != self._reported_reason:
+            self._reported_reason = key
+            if reason.startswith(("waiting for start", "measuring")):
+                self.get_logger().info(f"passive: {reason}")
+            else:
+                self.get_logger().warning(f"passive: {reason}")
+            self._publish_state(State.PASSIVE.value, reason)
+
+    def _check_graph(self) -> None:
+        if self.monitor.check():
+            for problem in self.monitor.problems():
+                self.get_logger().error(f"input not heard: {problem}")
+            with self.lock:
+                self._publish_state(self.runtime.state.value, self.runtime.safety.reason)
+                self._publish_diagnostics(self._now())
 
     def _record_step(self, result, compute_time_s: float) -> None:
         """The step's observation, raw action and filtered command (enqueued; written by the recorder's thread)."""
@@ -308,10 +453,11 @@ class PolicyNode(Node):
 
     def _on_transition(self, transition) -> None:
         text = f"{transition.source.value} -> {transition.target.value}: {transition.reason}"
-        if transition.target is State.DAMP:
+        if transition.target is State.STOP:
             self.get_logger().warning(text)
         else:
             self.get_logger().info(text)
+        self._reported_reason = ""
         self._publish_state(transition.target.value, transition.reason)
         self._publish_diagnostics(self._now())
 
@@ -330,28 +476,38 @@ class PolicyNode(Node):
             msg.points = [point]
             self.pub_trajectory.publish(msg)
 
+    def _status(self, now: float) -> dict:
+        status = self.runtime.status(now)
+        status["tick_late_s"] = self.timing.late_s
+        status["input_problems"] = self.monitor.problems()
+        return status
+
     def _publish_state(self, state: str, reason: str) -> None:
-        status = self.runtime.status(self._now())
-        status.update(state=state, reason=reason)
+        status = self._status(self._now())
+        status.update(state=state, reason=reason, inputs=self.monitor.report())
         self.pub_state.publish(String(data=json.dumps(status)))
 
     def _publish_diagnostics(self, now: float) -> None:
-        status = self.runtime.status(now)
+        status = self._status(now)
         status["imu_age_s"] = None if self.imu_stamp is None else now - self.imu_stamp
+        status.update(self.timing.stats())
         if getattr(self, "recorder", None) is not None:
             status.update(self.recorder.status())
-        if self.step_times_s:
-            times = np.array(self.step_times_s[-512:]) * 1e6
-            status["step_time_p50_us"], status["step_time_max_us"] = float(np.median(times)), float(times.max())
         state = self.runtime.state
-        level = {State.RUN: DiagnosticStatus.OK, State.DAMP: DiagnosticStatus.ERROR}.get(state, DiagnosticStatus.WARN)
+        level = {State.RUN: DiagnosticStatus.OK, State.STOP: DiagnosticStatus.ERROR}.get(state, DiagnosticStatus.WARN)
         message = f"{state.value}: {self.runtime.safety.reason}"
         if getattr(self, "recorder", None) is not None and not self.recorder.ok:
             message += f"; recording stopped: {self.recorder.error}"
-        entry = DiagnosticStatus(level=level, name=f"{self.get_name()}: {self.manifest.task}", hardware_id="batonlab.deploy",
-                                 message=message)
-        entry.values = [KeyValue(key=k, value=_fmt(v)) for k, v in status.items()]
-        msg = DiagnosticArray(status=[entry])
+        node = DiagnosticStatus(level=level, name=f"{self.get_name()}: {self.manifest.task}", hardware_id="batonlab.deploy",
+                                message=message)
+        node.values = [KeyValue(key=k, value=_fmt(v)) for k, v in status.items()]
+        problems, missing = self.monitor.problems(), self.runtime.never_received()
+        inputs = DiagnosticStatus(
+            level=DiagnosticStatus.ERROR if problems else DiagnosticStatus.WARN if missing else DiagnosticStatus.OK,
+            name=f"{self.get_name()}: inputs", hardware_id="batonlab.deploy",
+            message="; ".join(problems) or (f"never received: {missing}" if missing else "all inputs heard"))
+        inputs.values = [KeyValue(key=name, value=json.dumps(entry)) for name, entry in self.monitor.report().items()]
+        msg = DiagnosticArray(status=[node, inputs])
         msg.header.stamp = self.get_clock().now().to_msg()
         self.pub_diagnostics.publish(msg)
 
@@ -371,7 +527,12 @@ def main(args=None) -> int:
     code = 0
     try:
         node = PolicyNode()
-        rclpy.spin(node)
+        executor = MultiThreadedExecutor(num_threads=2)
+        executor.add_node(node)
+        executor.spin_until_future_complete(node.refused)
+        if node.refused.done():
+            print(f"[policy_node] refusing to start: {node.refused.result()}", file=sys.stderr, flush=True)
+            code = 2
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except RefusedToStart as err:

@@ -63,14 +63,22 @@ class NodeProcess:
 class FakeRobot:
     """The robot side of a policy_node test, spinning in a background thread of the test process.
 
-    Publishes joint_states (arm6 names, fingers included), sensors/ee_pos_b and commands/ee_target
-    at `rate_hz`; records joint commands and policy_node's state transitions.
+    Publishes joint states (arm6 names, fingers included), sensors/ee_pos_b and commands/ee_target
+    at `rate_hz`, like a robot driver would, with the QoS the driver chooses; records the joint
+    commands, policy_node's state reports and diagnostics, and when it published what.
+
+    Args:
+        joint_groups: Joint names per JointState message (default: all in one message).
+        reliability: "reliable" or "best_effort" for every publisher (drivers use either).
+        velocities: Send velocities in joint states (some drivers send positions only).
     """
 
-    def __init__(self, domain_id: int, joint_names, joint_pos, rate_hz: float = 100.0):
+    def __init__(self, domain_id: int, joint_names, joint_pos, rate_hz: float = 100.0, joint_groups=None,
+                 reliability: str = "reliable", velocities: bool = True):
         import rclpy
-        from rclpy.executors import SingleThreadedExecutor
+        from diagnostic_msgs.msg import DiagnosticArray
         from geometry_msgs.msg import PointStamped
+        from rclpy.executors import SingleThreadedExecutor
         from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
         from sensor_msgs.msg import JointState
         from std_msgs.msg import Bool, Float64MultiArray, String
@@ -82,22 +90,36 @@ class FakeRobot:
         self.node = rclpy.create_node("fake_robot", context=self.context)
         self.joint_names = list(joint_names)
         self.joint_pos = np.asarray(joint_pos, dtype=float)
+        self.joint_groups = [list(g) for g in joint_groups] if joint_groups else [self.joint_names]
+        self.velocities = velocities
+        self.extra_joints: dict[str, float] = {}
+        """Joints added to the first message (an unexpected joint appearing mid-run)."""
         self.ee_pos = [0.3, 0.0, 0.3]
         self.ee_target = [0.4, 0.1, 0.3]
         self.publish_joints = True
+        self.publish_target = True
+        self.heartbeat = False
+        """Publish estop=false with every cycle (heartbeat e-stop mode)."""
         self.lock = threading.Lock()
         self.commands: list[tuple[float, np.ndarray]] = []
         self.states: list[dict] = []
+        self.diagnostics: list = []
+        self.joint_state_times: list[float] = []
+        """time.monotonic() of every joint-state cycle sent."""
         self.joint_states_sent = 0
         self._JointState, self._PointStamped, self._Bool, self._Trigger = JointState, PointStamped, Bool, Trigger
-        self.pub_joints = self.node.create_publisher(JointState, "joint_states", 10)
-        self.pub_ee = self.node.create_publisher(PointStamped, "sensors/ee_pos_b", 10)
-        self.pub_target = self.node.create_publisher(PointStamped, "commands/ee_target", 1)
-        self.pub_estop = self.node.create_publisher(Bool, "estop", QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
+        policy = ReliabilityPolicy.RELIABLE if reliability == "reliable" else ReliabilityPolicy.BEST_EFFORT
+        qos = QoSProfile(depth=10, reliability=policy)
+        self.pub_joints = self.node.create_publisher(JointState, "joint_states", qos)
+        self.pub_ee = self.node.create_publisher(PointStamped, "sensors/ee_pos_b", qos)
+        self.pub_target = self.node.create_publisher(PointStamped, "commands/ee_target", qos)
+        self.pub_estop = self.node.create_publisher(Bool, "estop", qos)
         self.node.create_subscription(Float64MultiArray, "joint_commands", self._on_command, 10)
         latched = QoSProfile(depth=20, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         self.node.create_subscription(String, "/policy_node/state", self._on_state, latched)
+        self.node.create_subscription(DiagnosticArray, "diagnostics", self._on_diagnostics, 10)
         self.reset_client = self.node.create_client(Trigger, "/policy_node/reset")
+        self.start_client = self.node.create_client(Trigger, "/policy_node/start")
         self.node.create_timer(1.0 / rate_hz, self._publish)
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
@@ -109,27 +131,44 @@ class FakeRobot:
     def _publish(self) -> None:
         stamp = self.node.get_clock().now().to_msg()
         if self.publish_joints:
-            msg = self._JointState()
-            msg.header.stamp = stamp
-            msg.name = self.joint_names
-            msg.position = self.joint_pos.tolist()
-            msg.velocity = [0.0] * len(self.joint_names)
-            self.pub_joints.publish(msg)
+            position = dict(zip(self.joint_names, self.joint_pos.tolist()))
+            for k, group in enumerate(self.joint_groups):
+                names = group + (list(self.extra_joints) if k == 0 else [])
+                position.update(self.extra_joints)
+                msg = self._JointState()
+                msg.header.stamp = stamp
+                msg.name = names
+                msg.position = [position[n] for n in names]
+                msg.velocity = [0.0] * len(names) if self.velocities else []
+                self.pub_joints.publish(msg)
+            with self.lock:
+                self.joint_state_times.append(time.monotonic())
             self.joint_states_sent += 1
-        for pub, value in ((self.pub_ee, self.ee_pos), (self.pub_target, self.ee_target)):
+        for pub, value, on in ((self.pub_ee, self.ee_pos, True), (self.pub_target, self.ee_target, self.publish_target)):
+            if not on:
+                continue
             point = self._PointStamped()
             point.header.stamp = stamp
             point.point.x, point.point.y, point.point.z = (float(v) for v in value)
             pub.publish(point)
+        if self.heartbeat:
+            self.pub_estop.publish(self._Bool(data=False))
 
     def estop(self, active: bool) -> None:
         self.pub_estop.publish(self._Bool(data=active))
 
     def reset(self, timeout: float = 10.0):
         """Call /policy_node/reset; returns the Trigger response."""
-        if not self.reset_client.wait_for_service(timeout_sec=timeout):
-            raise TimeoutError("/policy_node/reset is not available")
-        future = self.reset_client.call_async(self._Trigger.Request())
+        return self._call(self.reset_client, timeout)
+
+    def start(self, timeout: float = 10.0):
+        """Call /policy_node/start; returns the Trigger response."""
+        return self._call(self.start_client, timeout)
+
+    def _call(self, client, timeout: float):
+        if not client.wait_for_service(timeout_sec=timeout):
+            raise TimeoutError(f"{client.srv_name} is not available")
+        future = client.call_async(self._Trigger.Request())
         deadline = time.monotonic() + timeout
         while not future.done() and time.monotonic() < deadline:
             time.sleep(0.02)
@@ -143,22 +182,32 @@ class FakeRobot:
 
     def _on_state(self, msg) -> None:
         with self.lock:
-            self.states.append(json.loads(msg.data))
+            self.states.append({**json.loads(msg.data), "received": time.monotonic()})
+
+    def _on_diagnostics(self, msg) -> None:
+        with self.lock:
+            self.diagnostics.append(msg)
 
     def state_names(self) -> list[str]:
         with self.lock:
             return [s["state"] for s in self.states]
 
-    def wait_for_state(self, state: str, timeout: float, after: int = 0) -> dict:
-        """The first state report `state` at index >= after."""
+    def wait_for_state(self, state: str, timeout: float, after: int = 0, reason: str | None = None) -> dict:
+        """The first state report `state` (whose reason contains `reason`, if given) at index >= after."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             with self.lock:
                 for entry in self.states[after:]:
-                    if entry["state"] == state:
+                    if entry["state"] == state and (reason is None or reason in entry["reason"]):
                         return entry
             time.sleep(0.02)
-        raise TimeoutError(f"policy_node never reported '{state}' in {timeout} s; it reported {self.state_names()}")
+        with self.lock:
+            seen = [(s["state"], s["reason"]) for s in self.states]
+        raise TimeoutError(f"policy_node never reported '{state}' ({reason or 'any reason'}) in {timeout} s; it reported {seen}")
+
+    def command_array(self) -> np.ndarray:
+        with self.lock:
+            return np.array([c for _, c in self.commands])
 
     def _spin(self) -> None:
         try:
@@ -171,3 +220,22 @@ class FakeRobot:
         self.node.destroy_node()
         self.context.try_shutdown()
         self._thread.join(timeout=5.0)
+
+
+class CpuLoad:
+    """Busy processes on every core (the robot computer under load), as a context manager."""
+
+    def __init__(self, processes: int | None = None):
+        self.processes = processes or os.cpu_count() or 1
+        self._procs: list[subprocess.Popen] = []
+
+    def __enter__(self) -> CpuLoad:
+        import sys
+
+        self._procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(self.processes)]
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for proc in self._procs:
+            proc.kill()
+            proc.wait()

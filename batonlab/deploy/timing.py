@@ -1,0 +1,65 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""How punctual the control loop itself is: the node's own delays, kept apart from the robot's."""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+
+class LoopTiming:
+    """Gaps between control ticks and the compute time of each step.
+
+    A tick that comes more than half a period late, or a step that computes for longer than a
+    period, is an overrun: the node (not the robot) was late. The watchdog's stop latency is judged
+    beyond this delay.
+
+    Args:
+        period_s: The control period [s].
+        window: Ticks kept for the percentiles.
+    """
+
+    def __init__(self, period_s: float, window: int = 3000):
+        self.period_s = period_s
+        self.gaps = deque(maxlen=window)
+        self.compute = deque(maxlen=window)
+        self.overruns = 0
+        self.ticks = 0
+        self.late_s = 0.0
+        """How late the current tick came (gap beyond one period) [s]."""
+        self.worst_late_s = 0.0
+        self._last: float | None = None
+
+    def tick(self, now: float) -> float:
+        """Record the start of a control step; returns how late it is [s]."""
+        self.ticks += 1
+        self.late_s = 0.0
+        if self._last is not None:
+            gap = now - self._last
+            self.gaps.append(gap)
+            self.late_s = max(0.0, gap - self.period_s)
+            self.worst_late_s = max(self.worst_late_s, self.late_s)
+            if gap > 1.5 * self.period_s:
+                self.overruns += 1
+        self._last = now
+        return self.late_s
+
+    def done(self, compute_s: float) -> None:
+        """Record the compute time of the step [s]."""
+        self.compute.append(compute_s)
+        if compute_s > self.period_s:
+            self.overruns += 1
+
+    def stats(self) -> dict[str, float | int]:
+        gaps = np.array(self.gaps) if self.gaps else np.zeros(1)
+        compute = np.array(self.compute) if self.compute else np.zeros(1)
+        return {
+            "ticks": self.ticks,
+            "loop_overruns": self.overruns,
+            "tick_gap_p50_ms": float(np.percentile(gaps, 50) * 1e3),
+            "tick_gap_p99_ms": float(np.percentile(gaps, 99) * 1e3),
+            "tick_gap_max_ms": float(gaps.max() * 1e3),
+            "step_time_p50_us": float(np.percentile(compute, 50) * 1e6),
+            "step_time_max_us": float(compute.max() * 1e6),
+        }
