@@ -480,10 +480,10 @@ def test_a_wild_reading_is_a_sensor_fault_and_never_moves_a_command_more_than_th
 def test_a_jump_faster_than_the_joint_can_move_is_a_sensor_fault(runtime):
     now, result = run_for(runtime, 0.0, 20)
     q = np.array(runtime.manifest.default_pos.tolist() + [0.0, 0.0])
-    q[1] += 1.0  # 1 rad in one 20 ms period: 50 rad/s, over the 20 rad/s sensor limit
+    q[2] -= 1.5  # 1.5 rad in one 20 ms period: 75 rad/s, over the 50 rad/s sensor limit
     feed(runtime, now, q=q)
     result = runtime.step(now)
-    assert result.state is State.STOP and "shoulder_pitch jumped 1 in 20 ms" in result.reason
+    assert result.state is State.STOP and "elbow_pitch jumped 1.5 in 20 ms" in result.reason
 
 
 def test_missing_velocities_are_named_or_estimated_from_positions():
@@ -568,3 +568,18 @@ def test_an_input_too_slow_for_the_stale_timeout_refuses_to_start_with_its_rate(
         result = fast.step(now)
         now += DT
     assert result.state is State.RUN
+
+
+def test_loop_timing_counts_late_steps_and_long_computations():
+    from batonlab.deploy.timing import LoopTiming
+
+    timing = LoopTiming(period_s=0.02)
+    now = 0.0
+    for gap in (0.02, 0.02, 0.045, 0.02):  # one step came 25 ms late
+        now += gap
+        timing.tick(now)
+        timing.done(0.001)
+    assert timing.overruns == 1 and timing.worst_late_s == pytest.approx(0.025)
+    timing.done(0.03)  # a step that computed longer than a period
+    stats = timing.stats()
+    assert stats["loop_overruns"] == 2 and stats["tick_gap_max_ms"] == pytest.approx(45.0)

@@ -33,7 +33,7 @@ class PlausibilityCfg:
 
     range_tolerance: float = 0.1
     """Readings more than this outside a joint's position limits are faults [rad or m]."""
-    max_speed: float = 20.0
+    max_speed: float = 50.0
     """Fastest a limited joint can move: larger velocity readings, or position jumps implying more, are faults [rad/s or m/s]."""
     jump_tolerance: float = 0.05
     """Position change allowed on top of `max_speed · Δt` (sensor noise, quantisation) [rad or m]."""

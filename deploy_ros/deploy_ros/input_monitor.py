@@ -4,17 +4,14 @@
 DDS drops messages between a publisher and a subscription whose QoS or type do not match, and says
 so only once, at discovery. For a safety input (the e-stop) or a required one (the reach target)
 that silence is dangerous: the node must say which publisher it cannot hear and why. The monitor
-combines two sources: the subscription's own events (incompatible QoS or type, reported by the
-middleware when the pair is discovered) and a periodic look at the ROS graph (every publisher's
-type and offered QoS, checked against the subscription's).
+looks at the ROS graph periodically: every publisher on an input topic, its type and its offered
+QoS, checked against the subscription's with `rclpy.qos.qos_check_compatible`.
 """
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 
-from rclpy.event_handler import SubscriptionEventCallbacks
 from rclpy.qos import QoSCompatibility, QoSProfile, qos_check_compatible
 
 
@@ -30,41 +27,19 @@ class WatchedInput:
     """Fully qualified topic name."""
     type_name: str
     qos: QoSProfile
-    required: bool
     publishers: int = 0
-    matched: int = 0
     problems: list[str] = field(default_factory=list)
-    events: list[str] = field(default_factory=list)
-    """Incompatibilities the middleware reported (kept: a publisher that went away may come back)."""
 
 
 class InputMonitor:
-    """Per input topic: publishers, matched publishers and the reasons for any that cannot be heard."""
+    """Per input topic: the publishers, and the reasons for any whose messages cannot arrive."""
 
     def __init__(self, node):
         self.node = node
         self.inputs: dict[str, WatchedInput] = {}
-        self._lock = threading.Lock()
 
-    def watch(self, name: str, topic: str, msg_type, qos: QoSProfile, required: bool) -> SubscriptionEventCallbacks:
-        """Register an input; returns the event callbacks to pass to `create_subscription`."""
-        watched = WatchedInput(name, self.node.resolve_topic_name(topic), type_name(msg_type), qos, required)
-        self.inputs[name] = watched
-
-        def on_incompatible_qos(info) -> None:
-            policy = getattr(info.last_policy_kind, "name", str(info.last_policy_kind)).replace("RMW_QOS_POLICY_", "")
-            self._event(watched, f"{watched.topic}: a publisher offers incompatible QoS ({policy}); its messages are dropped")
-
-        def on_incompatible_type(info) -> None:
-            self._event(watched, f"{watched.topic}: a publisher sends another message type than {watched.type_name}; "
-                                 "its messages are dropped")
-
-        def on_matched(info) -> None:
-            with self._lock:
-                watched.matched = int(info.current_count)
-
-        return SubscriptionEventCallbacks(incompatible_qos=on_incompatible_qos, incompatible_type=on_incompatible_type,
-                                          matched=on_matched)
+    def watch(self, name: str, topic: str, msg_type, qos: QoSProfile) -> None:
+        self.inputs[name] = WatchedInput(name, self.node.resolve_topic_name(topic), type_name(msg_type), qos)
 
     def check(self) -> bool:
         """Look at the graph now; returns True when the list of problems changed."""
@@ -80,17 +55,13 @@ class InputMonitor:
                 compatibility, reason = qos_check_compatible(info.qos_profile, watched.qos)
                 if compatibility == QoSCompatibility.ERROR:
                     problems.append(f"{watched.topic}: {who} offers incompatible QoS ({reason.strip()})")
-            with self._lock:
-                if not problems and len(infos) > watched.matched:
-                    problems = list(watched.events)  # unheard publishers the graph cannot explain
-                watched.publishers = len(infos)
-                if problems != watched.problems:
-                    watched.problems, changed = problems, True
+            watched.publishers = len(infos)
+            if problems != watched.problems:
+                watched.problems, changed = problems, True
         return changed
 
     def problems(self) -> list[str]:
-        with self._lock:
-            return [p for w in self.inputs.values() for p in w.problems]
+        return [p for w in self.inputs.values() for p in w.problems]
 
     def describe(self, name: str) -> str:
         """`topic (N publishers)` with the problems, for messages that name an input."""
@@ -101,12 +72,4 @@ class InputMonitor:
         return text + (": " + "; ".join(watched.problems) if watched.problems else "")
 
     def report(self) -> dict[str, dict]:
-        with self._lock:
-            return {w.name: {"topic": w.topic, "publishers": w.publishers, "matched": w.matched, "problems": list(w.problems)}
-                    for w in self.inputs.values()}
-
-    def _event(self, watched: WatchedInput, text: str) -> None:
-        with self._lock:
-            if text not in watched.events:
-                watched.events.append(text)
-        self.node.get_logger().error(text)
+        return {w.name: {"topic": w.topic, "publishers": w.publishers, "problems": list(w.problems)} for w in self.inputs.values()}
