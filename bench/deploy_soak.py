@@ -136,15 +136,43 @@ class Monitor:
                 time.sleep(0.01)
 
     def largest_gap(self, before: float, window_s: float = 1.0) -> float:
+        """The robot's longest silence in the `window_s` before `before`, the one still going on included [s]."""
         with self.lock:
             stamps = np.array(self.joint_stamps)
         stamps = stamps[(stamps > before - window_s) & (stamps <= before)]
-        return float(np.diff(stamps).max()) if len(stamps) > 1 else float("inf")
+        return float(np.diff(np.append(stamps, before)).max()) if len(stamps) else float("inf")
 
     def close(self) -> None:
         self.executor.shutdown(timeout_sec=1.0)
         self.node.destroy_node()
         self.context.try_shutdown()
+
+
+def freeze(sim: subprocess.Popen, monitor: Monitor, period: float, frozen_stops: set[int]) -> dict:
+    """Freeze the simulator until policy_node stops; the latency from its last joint state to the stop."""
+    with monitor.lock:
+        after = len(monitor.states)
+    sim.send_signal(signal.SIGSTOP)
+    stopped = monitor.wait_for("stop", after, 5.0)
+    sim.send_signal(signal.SIGCONT)
+    if stopped is None:
+        print("[soak] freeze: policy_node did NOT stop within 5 s")
+        return {"stopped": False}
+    stamp, report = stopped
+    with monitor.lock:
+        frozen_stops.add(next(i for i, entry in enumerate(monitor.states) if entry is stopped))
+        last_input = max(s for s in monitor.joint_stamps if s <= stamp)
+    latency = stamp - last_input
+    received_age = report["joint_states_age_s"]
+    beyond = (received_age - report["tick_late_s"]) / period
+    print(f"[soak] freeze: stop {received_age * 1e3:.1f} ms after the last joint state reached policy_node "
+          f"({latency * 1e3:.1f} ms after the simulator sent it); own delay {report['tick_late_s'] * 1e3:.1f} ms; "
+          f"{beyond:.2f} periods beyond it ({(latency - report['tick_late_s']) / period:.2f} from the send)")
+    time.sleep(0.5)
+    monitor.reset()
+    return {"stopped": True, "reason": report["reason"], "latency_from_send_ms": latency * 1e3,
+            "latency_from_reception_ms": received_age * 1e3, "own_delay_ms": report["tick_late_s"] * 1e3,
+            "periods_beyond_own_delay": beyond, "periods_beyond_own_delay_from_send": (latency - report["tick_late_s"]) / period}
 
 
 def main() -> int:
@@ -154,6 +182,7 @@ def main() -> int:
     parser.add_argument("--load", type=int, default=os.cpu_count() or 1, help="busy processes (default: one per core)")
     parser.add_argument("--freeze-every", type=float, default=60.0, help="seconds between simulator freezes")
     parser.add_argument("--out", type=Path, default=None, help="write the figures as JSON")
+    parser.add_argument("--realtime-priority", type=int, default=0, help="policy_node's realtime_priority (0: normal scheduling)")
     args = parser.parse_args()
 
     from batonlab.cli.deploy import node_command, ros_environment, stop
@@ -174,12 +203,16 @@ def main() -> int:
     os.environ["ROS_DOMAIN_ID"] = str(domain)
 
     sim_log, policy_log = open(workdir / "sim_robot_node.log", "w"), open(workdir / "policy_node.log", "w")
+    # The simulated robot writes its messages synchronously, so that a DDS source stamp is the time a
+    # message really left the robot (the gaps the robot is judged by).
     sim = subprocess.Popen(node_command("sim_robot_node", params={
         "task": manifest.task, "seed": 0, "num_episodes": 0, "publish_clock": False, "warmup_s": 1e9}),
-        env=env, stdout=sim_log, stderr=subprocess.STDOUT)
+        env={**env, "RMW_FASTRTPS_PUBLICATION_MODE": "SYNCHRONOUS"}, stdout=sim_log, stderr=subprocess.STDOUT)
     policy = subprocess.Popen(node_command("policy_node", params={
         "manifest": str(export_dir), "ignored_joints": ["finger_left", "finger_right"], "command_topic": "joint_commands",
-        "ramp_time_s": 1.0, "auto_start": True, "stop_behavior": "hold_then_damp", "stop_hold_time_s": hold_time_s}),
+        "ramp_time_s": 1.0, "auto_start": True, "stop_behavior": "hold_then_damp", "stop_hold_time_s": hold_time_s,
+        # The simulated arm6 has no speed limit: under an untrained policy its joints reach 40 rad/s.
+        "sensor_max_joint_speed": 100.0, "realtime_priority": args.realtime_priority}),
         env=env, stdout=policy_log, stderr=subprocess.STDOUT)
     monitor = Monitor(domain)
     figures: dict = {}
@@ -189,6 +222,8 @@ def main() -> int:
         print(f"[soak] policy_node at {1 / period:.0f} Hz (stale timeout {timeout_s * 1e3:.0f} ms) against sim_robot_node "
               f"({manifest.task}), {args.load} busy processes, {args.minutes:g} min; logs in {workdir}")
         freezes, spurious, explained = [], [], []
+        frozen_stops: set[int] = set()
+        """Indices (in monitor.states) of the stops a freeze caused."""
         with CpuLoad(args.load):
             start = time.monotonic()
             seen = len(monitor.states)
@@ -196,42 +231,19 @@ def main() -> int:
             while time.monotonic() - start < args.minutes * 60:
                 time.sleep(0.05)
                 with monitor.lock:
-                    new = monitor.states[seen:]
+                    new = list(enumerate(monitor.states))[seen:]
                     seen = len(monitor.states)
-                for stamp, report in new:
-                    if report["state"] != "stop":
+                for index, (stamp, report) in new:
+                    if report["state"] != "stop" or index in frozen_stops:
                         continue
                     gap = monitor.largest_gap(stamp)
                     entry = {"reason": report["reason"], "robot_largest_gap_ms": gap * 1e3, "tick_late_ms": report["tick_late_s"] * 1e3}
                     (explained if gap >= 0.8 * timeout_s else spurious).append(entry)
                     print(f"[soak] {'robot-explained' if gap >= 0.8 * timeout_s else 'SPURIOUS'} stop: {entry}")
                     monitor.reset()
-                if time.monotonic() >= next_freeze:
-                    next_freeze += args.freeze_every
-                    with monitor.lock:
-                        seen = len(monitor.states)
-                    sim.send_signal(signal.SIGSTOP)
-                    stopped = monitor.wait_for("stop", seen, 5.0)
-                    sim.send_signal(signal.SIGCONT)
-                    if stopped is None:
-                        freezes.append({"stopped": False})
-                        print("[soak] freeze: policy_node did NOT stop within 5 s")
-                        continue
-                    stamp, report = stopped
-                    with monitor.lock:
-                        last_input = max(s for s in monitor.joint_stamps if s <= stamp)
-                        seen = len(monitor.states)
-                    latency = stamp - last_input
-                    beyond = (latency - report["tick_late_s"]) / period
-                    freezes.append({"stopped": True, "reason": report["reason"], "latency_ms": latency * 1e3,
-                                    "own_delay_ms": report["tick_late_s"] * 1e3, "periods_beyond_own_delay": beyond})
-                    print(f"[soak] freeze: stop after {latency * 1e3:.1f} ms ({report['reason']}); own delay "
-                          f"{report['tick_late_s'] * 1e3:.1f} ms; {beyond:.2f} periods beyond it")
-                    time.sleep(0.5)
-                    monitor.reset()
-                    monitor.wait_for("run", seen, 10.0)
-                    with monitor.lock:
-                        seen = len(monitor.states)
+                if time.monotonic() >= next_freeze and monitor.states and monitor.states[-1][1]["state"] == "run":
+                    next_freeze = time.monotonic() + args.freeze_every
+                    freezes.append(freeze(sim, monitor, period, frozen_stops))
             elapsed = time.monotonic() - start
             time.sleep(1.5)  # the next diagnostics message
             with monitor.lock:
@@ -251,14 +263,18 @@ def main() -> int:
         after = [z0 - p[2] for t, p in ee if t > hold_time_s]
         gaps = np.diff(stamps[stamps > stamps[0] + 5.0]) * 1e3
         latencies = [f["periods_beyond_own_delay"] for f in freezes if f["stopped"]]
+        from_send = [f["periods_beyond_own_delay_from_send"] for f in freezes if f["stopped"]]
         figures = {
             "minutes": elapsed / 60, "control_rate_hz": 1 / period, "stale_timeout_ms": timeout_s * 1e3, "load_processes": args.load,
+            "realtime_priority": args.realtime_priority,
             "spurious_stops": len(spurious), "robot_explained_stops": len(explained), "stops": spurious + explained,
             "robot_joint_state_gap_ms": {"p50": float(np.median(gaps)), "p99": float(np.percentile(gaps, 99)), "max": float(gaps.max())},
             "loop_overruns": int(float(diagnostics.get("loop_overruns", "nan"))), "ticks": int(float(diagnostics.get("ticks", "nan"))),
             "tick_gap_ms": {k: float(diagnostics.get(f"tick_gap_{k}_ms", "nan")) for k in ("p50", "p99", "max")},
             "freezes": freezes,
             "stop_latency_periods_beyond_own_delay_max": max(latencies) if latencies else None,
+            "stop_latency_periods_from_send_max": max(from_send) if from_send else None,
+            "freezes_without_stop": sum(not f["stopped"] for f in freezes),
             "estop": {"stopped": estopped is not None, "tool_drop_while_held_mm": 1e3 * max(held, default=float("nan")),
                       "tool_drop_after_damp_mm": 1e3 * max(after, default=float("nan"))},
         }
@@ -269,9 +285,11 @@ def main() -> int:
         sim_log.close()
         policy_log.close()
     print(json.dumps(figures, indent=2))
+    worst = figures["stop_latency_periods_beyond_own_delay_max"]
     print(f"[soak] spurious stops {figures['spurious_stops']} (target 0); loop overruns {figures['loop_overruns']} of "
-          f"{figures['ticks']} ticks; stop latency beyond the node's own delay, worst "
-          f"{figures['stop_latency_periods_beyond_own_delay_max']:.2f} control periods (target <= 3); tool point drop "
+          f"{figures['ticks']} ticks; {len(freezes)} freezes, {figures['freezes_without_stop']} without a stop; stop latency "
+          f"beyond the node's own delay, worst {worst if worst is None else round(worst, 2)} control periods from the "
+          f"last input received (target <= 3), {figures['stop_latency_periods_from_send_max']} from its send; tool point drop "
           f"{figures['estop']['tool_drop_while_held_mm']:.1f} mm while held, {figures['estop']['tool_drop_after_damp_mm']:.1f} mm after")
     if args.out:
         args.out.write_text(json.dumps(figures, indent=2))

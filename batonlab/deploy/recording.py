@@ -59,7 +59,7 @@ uint32 episode                      # episode index (simulation); 0 on a robot
 float32[] observation               # policy input, in the manifest's observation layout
 float32[] action_raw                # policy output, before post-processing
 float64[] action_filtered           # joint targets after post-processing and the safety filter (joint order)
-string safety_state                 # passive | ramp | run | damp; "sim" in simulation
+string safety_state                 # passive | ramp | run | stop; "sim" in simulation
 string safety_reason                # why the safety filter is in that state
 builtin_interfaces/Time input_stamp # header stamp of the joint states the step used (zero: same as header)
 float64 compute_time                # wall time of the control step [s]; 0 when not measured

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from collections import deque
 
 import numpy as np
@@ -63,3 +64,21 @@ class LoopTiming:
             "step_time_p50_us": float(np.percentile(compute, 50) * 1e6),
             "step_time_max_us": float(compute.max() * 1e6),
         }
+
+
+def use_realtime_priority(priority: int) -> str | None:
+    """Run every thread of this process (the control loop and the middleware's receive threads)
+    under SCHED_FIFO at `priority` (1-99), as robot control processes usually run.
+
+    Returns None on success, or why it could not (it needs CAP_SYS_NICE or an rtprio limit, e.g.
+    `@realtime - rtprio 98` in /etc/security/limits.conf); the caller logs it and runs on.
+    """
+    if not 1 <= priority <= 99:
+        return f"realtime priority must be within 1..99, got {priority}"
+    param = os.sched_param(priority)
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            os.sched_setscheduler(int(tid), os.SCHED_FIFO, param)
+    except (PermissionError, OSError, AttributeError) as err:
+        return f"SCHED_FIFO {priority} refused ({err})"
+    return None

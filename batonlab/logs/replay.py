@@ -418,7 +418,7 @@ def reevaluate_policy(log: BagLog, export_dir: str | Path | None = None) -> Poli
             notes.append("the bag was recorded with a different manifest.json than the one re-evaluated")
     ran = np.isfinite(steps.action_raw).all(axis=1) & (steps.action_raw.shape[1] > 0) & np.isfinite(steps.observation).all(axis=1)
     if not ran.any():
-        raise BagError(f"{log.path}: no step of the bag ran the policy (all passive/damp)")
+        raise BagError(f"{log.path}: no step of the bag ran the policy (all passive/stop)")
     session = ort.InferenceSession(str(manifest.onnx_path), providers=["CPUExecutionProvider"])
     obs = steps.observation[ran].astype(np.float32)
     replayed = np.concatenate([session.run([manifest.output_name], {manifest.input_name: obs[i : i + 4096]})[0]

@@ -62,7 +62,7 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from batonlab.deploy import (DeployRuntime, InputError, JointMismatchError, ManifestError, PlausibilityCfg, SafetyCfg, State,
                              load_manifest)
-from batonlab.deploy.timing import LoopTiming
+from batonlab.deploy.timing import LoopTiming, use_realtime_priority
 from deploy_ros.input_monitor import InputMonitor
 from deploy_ros.messages import float_array, msg_to_vector, twist_to_vector, vector_msg_type
 
@@ -99,6 +99,7 @@ PARAMETERS = {
     "auto_start": True,
     "diagnostics_rate_hz": 2.0,
     "graph_check_rate_hz": 1.0,  # how often publishers on the input topics are checked
+    "realtime_priority": 0,  # 1-99: run the node's threads under SCHED_FIFO at this priority (0: normal scheduling)
     "record": False,  # write a rosbag2 (MCAP) bag of inputs, policy steps and commands
     "record_dir": "bags",  # bags go to <record_dir>/<task>_<date-time>
     "record_robot": "",  # robot name stored in the bag's metadata
@@ -534,6 +535,11 @@ def main(args=None) -> int:
     code = 0
     try:
         node = PolicyNode()
+        if node.params["realtime_priority"]:
+            failure = use_realtime_priority(node.params["realtime_priority"])
+            log = node.get_logger()
+            log.warning(f"normal scheduling: {failure}") if failure else log.info(
+                f"SCHED_FIFO priority {node.params['realtime_priority']}")
         executor = SingleThreadedExecutor()
         executor.add_node(node)
         executor.spin_until_future_complete(node.refused)
