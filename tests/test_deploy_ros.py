@@ -322,10 +322,10 @@ def test_a_driver_too_slow_for_the_stale_timeout_is_refused_with_its_rate(tmp_pa
 # The stop behaviour of an arm.
 
 
-def test_stop_holds_the_pose_then_damps(tmp_path):
+def test_stop_holds_the_last_command_then_damps(tmp_path):
     with wire(tmp_path, stop_hold_time_s=1.0) as (robot, node):
         seen = len(robot.states)
-        pose_at_stop = robot.joint_pos[:6].copy()
+        last_command = robot.command_array()[-1]
         robot.estop(True)
         stop = robot.wait_for_state("stop", timeout=10, after=seen)
         stopped_at = stop["received"]
@@ -337,9 +337,61 @@ def test_stop_holds_the_pose_then_damps(tmp_path):
             holding = [c for t, c in robot.commands if stopped_at + 0.15 < t < stopped_at + 0.6]
         assert holding, "the stopped node keeps commanding"
         for command in holding:
-            np.testing.assert_allclose(command, pose_at_stop, atol=1e-6, err_msg="hold: the pose measured at the stop")
+            np.testing.assert_allclose(command, last_command, atol=1e-6, err_msg="hold: the last command")
         time.sleep(1.0)
         np.testing.assert_allclose(robot.command_array()[-1], sagged[:6], atol=1e-6, err_msg="then damp: follow the measured pose")
+
+
+def test_an_estopped_arm_holds_its_pose_instead_of_dropping(tmp_path):
+    """The simulated arm6 over DDS: after an e-stop the tool point stays put while the pose is held,
+    and sinks once the stop damps (what the default `damp` of earlier versions did at once)."""
+    import rclpy
+    from geometry_msgs.msg import PointStamped
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.qos import qos_profile_sensor_data
+    from std_msgs.msg import Bool
+
+    from batonlab.cli.deploy import SIM_CONFIG
+
+    export = make_export(tmp_path / "exported", arm_reach_manifest())  # zero policy: hold the default pose
+    domain = new_domain_id()
+    sim = NodeProcess("sim_robot_node", domain, tmp_path, [SIM_CONFIG], {"warmup_s": 1e9})
+    policy = NodeProcess("policy_node", domain, tmp_path, [SIM_CONFIG], {"manifest": str(export), "stop_hold_time_s": 1.5})
+    context = rclpy.Context()
+    rclpy.init(context=context, domain_id=domain)
+    node = rclpy.create_node("operator", context=context)
+    tool = []
+    node.create_subscription(PointStamped, "sensors/ee_pos_b",
+                             lambda m: tool.append((m.header.stamp.sec + m.header.stamp.nanosec * 1e-9, m.point.z)),
+                             qos_profile_sensor_data)
+    estop = node.create_publisher(Bool, "estop", 10)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+    try:
+        def spin_until(sim_time: float, timeout: float = 120.0) -> None:
+            deadline = time.monotonic() + timeout
+            while (not tool or tool[-1][0] < sim_time) and time.monotonic() < deadline:
+                executor.spin_once(timeout_sec=0.05)
+            assert tool and tool[-1][0] >= sim_time, f"the simulator did not reach {sim_time} s:\n{sim.output}"
+
+        spin_until(4.0)  # soft start done, holding the default pose
+        stopped_at = tool[-1][0]
+        estop.publish(Bool(data=True))
+        spin_until(stopped_at + 3.0)
+        z = np.array(tool)
+        z0 = z[z[:, 0] <= stopped_at][-1, 1]
+        held = z[(z[:, 0] > stopped_at) & (z[:, 0] < stopped_at + 1.4), 1]
+        damped = z[z[:, 0] > stopped_at + 2.5, 1]
+        print(f"\n[stop] tool point drop while held {1e3 * (z0 - held.min()):.1f} mm, after damping {1e3 * (z0 - damped.min()):.1f} mm")
+        assert z0 - held.min() < 0.01, "held: the tool point stays within 1 cm"
+        assert z0 - damped.min() > 0.05, "damped, the arm sinks (why holding is the default for arms)"
+        assert "-> stop: e-stop" in policy.output
+    finally:
+        executor.shutdown()
+        node.destroy_node()
+        context.try_shutdown()
+        assert policy.stop() == 0 and "Traceback" not in policy.output, policy.output
+        sim.stop()
 
 
 # The watchdog under CPU load, at the real 50 Hz.
@@ -363,8 +415,9 @@ def test_no_spurious_stops_with_every_core_busy(tmp_path):
             for stop in new:
                 with robot.lock:
                     sent = np.array(robot.joint_state_times)
-                window = sent[(sent > stop["received"] - 1.0) & (sent < stop["received"])]
-                largest_gap = float(np.diff(window).max()) if len(window) > 1 else float("inf")
+                # The robot's longest silence in the second before the stop, the one still going on included.
+                window = sent[(sent > stop["sent"] - 1.0) & (sent <= stop["sent"])]
+                largest_gap = float(np.diff(np.append(window, stop["sent"])).max()) if len(window) else float("inf")
                 stops.append((stop["reason"], largest_gap))
                 robot.reset()
         with robot.lock:
@@ -372,8 +425,8 @@ def test_no_spurious_stops_with_every_core_busy(tmp_path):
         gaps = np.diff(sent)
         print(f"\n[soak] 15 s under load: robot gaps p50 {np.median(gaps) * 1e3:.1f} ms, max {gaps.max() * 1e3:.1f} ms; "
               f"stops {stops}")
-        spurious = [(r, g) for r, g in stops if g < 0.5 * timeout_s]
-        assert not spurious, f"stops while the robot's largest gap was under half the timeout: {spurious}"
+        spurious = [(r, g) for r, g in stops if g < 0.8 * timeout_s]
+        assert not spurious, f"stops the robot does not explain (its largest gap under 80 % of the timeout): {spurious}"
 
 
 def test_colcon_build_and_test_of_deploy_ros(tmp_path):

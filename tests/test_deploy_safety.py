@@ -201,23 +201,26 @@ def test_no_command_ever_steps_more_than_the_rate_limit_or_leaves_the_limits(sto
 # Stop behaviours and the NaN guard.
 
 
-def test_stop_holds_the_measured_pose_with_limited_torque_then_damps():
-    f = make_filter(max_joint_velocity=100.0, stop_hold_time_s=1.0, stop_hold_torque_scale=0.2)
+def test_stop_holds_the_last_command_with_limited_torque_then_damps():
+    """Holding re-uses the last target: a loaded PD joint stands off its target by load/kp, so the
+    last target is what keeps it where it is (the measured pose as target would let it sag)."""
+    f = make_filter(max_joint_velocity=100.0, stop_hold_time_s=1.0, stop_hold_torque_scale=0.6)
     run_state(f)
-    f.command(0.0, np.array([0.3, 0.3, 1.0, 1.0]), Z, Z, True)
-    q_stop = np.array([0.1, -0.1, 0.0, 0.0])
-    f.set_estop(True, 0.1, q=q_stop)  # the pose measured when the e-stop arrived
+    q = np.array([0.05, -0.05, 0.0, 0.0])  # gravity keeps the joints 0.05 rad off their targets
+    last = f.command(0.0, np.array([0.1, -0.1, 1.0, 1.0]), q, Z, True)
+    f.set_estop(True, 0.1)
     assert f.stop_phase(0.1) == "hold"
-    np.testing.assert_allclose(f.command(0.1, None, q_stop, Z, True), [0.1, -0.1, 0.0, 0.0])
-    # Gravity pulls the arm down: the hold pose stays, its torque is limited to 20 % (2 N·m → 0.02 rad at kp 100).
-    sagged = np.array([0.0, -0.1, 0.0, 0.0])
-    held = f.command(0.5, None, sagged, Z, True)
-    np.testing.assert_allclose(held[:2], [0.02, -0.1])
+    np.testing.assert_allclose(f.command(0.1, None, q, Z, True), [0.1, -0.1, 0.0, 0.0])
+    np.testing.assert_allclose(last[:2], [0.1, -0.1])
+    # Something pushes the arm away: the hold target stays, its torque is limited to 60 % (6 N·m → 0.06 rad at kp 100).
+    pushed = np.array([-0.2, -0.05, 0.0, 0.0])
+    held = f.command(0.5, None, pushed, Z, True)
+    np.testing.assert_allclose(held[:2], [-0.14, -0.1])
     # After the hold time: damp, the targets follow the measured pose.
     assert f.stop_phase(1.2) == "damp"
-    np.testing.assert_allclose(f.command(1.2, None, sagged, np.array([0.0, 0.0, 0.0, 3.0]), True), [0.0, -0.1, 0.0, -4.0])
+    np.testing.assert_allclose(f.command(1.2, None, pushed, np.array([0.0, 0.0, 0.0, 3.0]), True), [-0.2, -0.05, 0.0, -4.0])
     # Without usable measurements the last command is held (velocity and effort go to zero).
-    np.testing.assert_allclose(f.command(1.22, None, Z * np.nan, Z, False), [0.0, -0.1, 0.0, 0.0])
+    np.testing.assert_allclose(f.command(1.22, None, Z * np.nan, Z, False), [-0.2, -0.05, 0.0, 0.0])
 
 
 def test_stop_behaviors_damp_and_hold():
@@ -232,9 +235,9 @@ def test_stop_behaviors_damp_and_hold():
     hold = make_filter(stop_behavior="hold", max_joint_velocity=100.0)
     run_state(hold)
     hold.command(0.0, np.array([0.01, 0.01, 1.0, 1.0]), Z, Z, True)
-    hold.set_estop(True, 0.1, q=q)
+    hold.set_estop(True, 0.1)
     for now in (0.1, 10.0, 100.0):
-        np.testing.assert_allclose(hold.command(now, None, q, Z, True)[:3], [0.1, -0.1, 0.0])
+        np.testing.assert_allclose(hold.command(now, None, Z, Z, True)[:3], [0.01, 0.01, 0.0])
 
 
 def test_unknown_stop_behavior_is_refused():
@@ -249,9 +252,9 @@ def test_non_finite_target_never_leaves_the_filter():
     q = np.array([0.02, 0.03, 0.0, 0.0])
     bad = f.command(DT, np.array([np.nan, 0.0, np.inf, 0.0]), q, Z, True)
     assert f.state is State.STOP and f.reason == "non-finite command"
-    np.testing.assert_allclose(bad, q, err_msg="the stop holds the measured pose")
+    np.testing.assert_allclose(bad, [0.01, 0.0, 0.0, 0.0], err_msg="the stop holds the last command")
     held = f.command(2 * DT, None, Z * np.nan, Z, False)
-    np.testing.assert_allclose(held, q, err_msg="broken measurements: hold the last command")
+    np.testing.assert_allclose(held, [0.01, 0.0, 0.0, 0.0], err_msg="broken measurements: hold the last command")
 
 
 # The runtime's input checks (watchdog, NaN guard on inputs), with a fake policy.
@@ -314,7 +317,7 @@ def test_watchdog_stops_within_three_periods_of_the_last_joint_state(runtime):
     np.testing.assert_allclose(result.command, held, err_msg="stale joint states: hold the last command")
 
 
-def test_stale_sensor_stops_and_holds_the_fresh_measured_pose(runtime):
+def test_stale_sensor_stops_and_holds_the_last_command(runtime):
     now = 0.0
     for _ in range(20):
         feed(runtime, now)
@@ -327,7 +330,7 @@ def test_stale_sensor_stops_and_holds_the_fresh_measured_pose(runtime):
         result = runtime.step(now)
         now += DT
     assert result.state is State.STOP and "stale ee_pos_b" in result.reason
-    np.testing.assert_allclose(result.command, q[:6], err_msg="the stop holds the measured pose")
+    np.testing.assert_allclose(result.command, q[:6], err_msg="the stop holds the last command (here the measured pose)")
 
 
 def test_nan_joint_state_never_reaches_the_command(runtime):

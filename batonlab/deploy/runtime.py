@@ -166,7 +166,7 @@ class DeployRuntime:
             slots = self.joint_states.update(names, position, velocity, now, source_time)
         except (JointMismatchError, JointInputError) as err:
             if self.safety.state in (State.RAMP, State.RUN):
-                self.safety.fault(f"bad joint_states: {_first_sentence(err)}", now, self._usable_pose())
+                self.safety.fault(f"bad joint_states: {_first_sentence(err)}", now)
                 return False
             if isinstance(err, JointMismatchError) and not self.safety.has_commanded:
                 self.joint_states.check(names)  # raises, naming the joints still missing too
@@ -190,7 +190,7 @@ class DeployRuntime:
             if values.size != slot.dim:
                 raise InputError(f"input '{name}' needs {slot.dim} values, got {values.size}")
         except InputError as err:
-            self.safety.fault(f"bad {name}: {err}", now, self._usable_pose())
+            self.safety.fault(f"bad {name}: {err}", now)
             raise
         if slot.kind == "command" and not np.isfinite(values).all():
             return False
@@ -202,7 +202,7 @@ class DeployRuntime:
         """The e-stop input: true stops (latched); in heartbeat mode, false must keep arriving."""
         if not active:
             self._estop_heartbeat = now
-        self.safety.set_estop(active, now, q=self._usable_pose())
+        self.safety.set_estop(active, now)
 
     def reset(self, now: float) -> tuple[bool, str]:
         """Leave stop (see `SafetyFilter.reset`)."""
@@ -230,7 +230,7 @@ class DeployRuntime:
         before = self.safety.state
         q = self.inputs.joint_pos[: self.num_joints]
         qd = self.inputs.joint_vel[: self.num_joints]
-        state = self.safety.update(now, check.ready, check.fault, q, check.waiting, check.measured_ok)
+        state = self.safety.update(now, check.ready, check.fault, q, check.waiting)
         if before is State.PASSIVE and state in (State.RAMP, State.RUN):
             # A fresh start, like an episode reset in training: no past frames, no last action.
             self.observation.reset()
@@ -242,7 +242,7 @@ class DeployRuntime:
                 self.inputs.last_action[:] = raw
                 target = self.actions(raw)
             else:
-                self.safety.fault("non-finite policy output", now, q if check.measured_ok else None)
+                self.safety.fault("non-finite policy output", now)
         command = self.safety.command(now, target, q, qd, check.measured_ok)
         return StepResult(command, self.safety.state, self.safety.reason, self.tick, raw)
 
@@ -299,14 +299,6 @@ class DeployRuntime:
 
     # Private methods.
 
-    def _usable_pose(self) -> np.ndarray | None:
-        """The policy joints' measured positions, if every one was received, finite and plausible."""
-        js = self.joint_states
-        q = js.position[: self.num_joints]
-        if js.never_received() or js.fault[: self.num_joints].any() or not np.isfinite(q).all():
-            return None
-        return q
-
     def _check_joint_states(self, now: float) -> tuple[str | None, str | None]:
         js = self.joint_states
         never = js.never_received()
@@ -337,7 +329,7 @@ class DeployRuntime:
         age = now - self._estop_heartbeat
         if age > timeout:
             reason = f"e-stop heartbeat lost (no estop=false for {age * 1e3:.0f} ms)"
-            self.safety.set_estop(True, now, reason, self._usable_pose())
+            self.safety.set_estop(True, now, reason)
             return reason
         return None
 

@@ -11,10 +11,12 @@
 - ramp: soft start, targets blend from the pose measured on entry to the policy's targets.
 - run: policy targets, limited (see below).
 - stop: the robot's stop behaviour (`stop_behavior`):
-    "hold_then_damp" (default, right for arms): hold the pose measured when the stop began, with the
-        PD torque limited to `stop_hold_torque_scale` of the motor limits (the arm keeps its holding
-        torque, so it does not drop onto whatever is below it), for `stop_hold_time_s`; then damp;
-    "hold": hold that pose for good;
+    "hold_then_damp" (default, right for arms): hold the robot where it is, with the PD torque
+        limited to `stop_hold_torque_scale` of the motor limits (the arm keeps its holding torque, so
+        it does not drop onto whatever is below it), for `stop_hold_time_s`; then damp. The held
+        target is the last command: under load a PD servo stands off its target by load/kp, so
+        re-targeting the measured pose would let the arm sag by that much;
+    "hold": hold for good;
     "damp": position targets follow the measured pose at once, so the PD law reduces to `-kd·q̇`
         (right for a robot that rests safely when limp, wrong for an arm under gravity).
   When the joint states themselves are stale or broken, the last command is held instead of
@@ -169,15 +171,12 @@ class SafetyFilter:
 
     # Events.
 
-    def set_estop(self, active: bool, now: float, reason: str = "e-stop", q: np.ndarray | None = None) -> None:
-        """E-stop input; pressing it latches stop, releasing it does not clear anything.
-
-        `q`, the pose measured right now if usable, becomes the hold pose of the stop.
-        """
+    def set_estop(self, active: bool, now: float, reason: str = "e-stop") -> None:
+        """E-stop input; pressing it latches stop, releasing it does not clear anything."""
         self.estop_input = bool(active)
         if active and not self.estop_latched:
             self.estop_latched = True
-            self._enter(State.STOP, reason, now, q)
+            self._enter(State.STOP, reason, now)
 
     def reset(self, now: float) -> tuple[bool, str]:
         """Leave stop for passive (the only way out of stop). Refused while the e-stop is pressed."""
@@ -194,15 +193,14 @@ class SafetyFilter:
         """Allow passive → ramp when `auto_start` is off."""
         self._start_requested = True
 
-    def fault(self, reason: str, now: float, q: np.ndarray | None = None) -> None:
-        """Stop now if commanding (ramp, run); a passive robot just stays passive. `q`: as in `set_estop`."""
+    def fault(self, reason: str, now: float) -> None:
+        """Stop now if commanding (ramp, run); a passive robot just stays passive."""
         if self.state in (State.RAMP, State.RUN):
-            self._enter(State.STOP, reason, now, q)
+            self._enter(State.STOP, reason, now)
 
     # Per step.
 
-    def update(self, now: float, ready: bool, fault: str | None, q: np.ndarray | None, waiting: str | None = None,
-               measured_ok: bool = False) -> State:
+    def update(self, now: float, ready: bool, fault: str | None, q: np.ndarray | None, waiting: str | None = None) -> State:
         """Advance the state machine.
 
         Args:
@@ -211,10 +209,9 @@ class SafetyFilter:
             fault: Why not (stale, non-finite …), if that should stop a commanding robot.
             q: Measured positions of the policy's joints (the soft start begins there).
             waiting: Why a passive robot does not start yet (shown as the reason).
-            measured_ok: q is usable (then it is the hold pose of a stop that begins here).
         """
         if self.state in (State.RAMP, State.RUN) and fault is not None:
-            self._enter(State.STOP, fault, now, q if measured_ok else None)
+            self._enter(State.STOP, fault, now)
         elif self.state is State.PASSIVE:
             if ready and not self.estop_latched and (self.cfg.auto_start or self._start_requested):
                 self._ramp_start = now
@@ -291,9 +288,9 @@ class SafetyFilter:
         phase = self.stop_phase(now)
         if phase == "hold":
             if self._hold_pose is None:
-                # The stop began without a usable measurement at hand: the pose measured now, or the last command.
-                pose = np.clip(q, self.pos_low, self.pos_high) if measured_ok else self.last_command
-                self._hold_pose = np.where(self.is_pos, pose, 0.0)
+                # The last command, not the measured pose: a PD servo holds a loaded joint with its target
+                # offset from the measured pose by load/kp; a target at the measured pose would let it sag.
+                self._hold_pose = np.where(self.is_pos, self.last_command, 0.0)
             cmd, torque = self._hold_pose.copy(), self.hold_torque
         elif measured_ok:
             cmd, torque = np.where(self.is_pos, q, 0.0), self.torque
@@ -308,14 +305,13 @@ class SafetyFilter:
         self.has_commanded = True
         return cmd
 
-    def _enter(self, state: State, reason: str, now: float, q: np.ndarray | None = None) -> None:
+    def _enter(self, state: State, reason: str, now: float) -> None:
         if state is self.state:
             return
         transition = Transition(now, self.state, state, reason)
         self.state, self.reason = state, reason
         if state is State.STOP:
-            self._stop_start = now
-            self._hold_pose = None if q is None else np.where(self.is_pos, np.clip(q, self.pos_low, self.pos_high), 0.0)
+            self._stop_start, self._hold_pose = now, None
         self.transitions.append(transition)
         level = logging.WARNING if state is State.STOP else logging.INFO
         log.log(level, "%s -> %s: %s", transition.source.value, state.value, reason)

@@ -105,7 +105,7 @@ class FakeRobot:
         self.states: list[dict] = []
         self.diagnostics: list = []
         self.joint_state_times: list[float] = []
-        """time.monotonic() of every joint-state cycle sent."""
+        """time.time() of every joint-state cycle sent (the system clock of DDS source stamps)."""
         self.joint_states_sent = 0
         self._JointState, self._PointStamped, self._Bool, self._Trigger = JointState, PointStamped, Bool, Trigger
         policy = ReliabilityPolicy.RELIABLE if reliability == "reliable" else ReliabilityPolicy.BEST_EFFORT
@@ -142,7 +142,7 @@ class FakeRobot:
                 msg.velocity = [0.0] * len(names) if self.velocities else []
                 self.pub_joints.publish(msg)
             with self.lock:
-                self.joint_state_times.append(time.monotonic())
+                self.joint_state_times.append(time.time())
             self.joint_states_sent += 1
         for pub, value, on in ((self.pub_ee, self.ee_pos, True), (self.pub_target, self.ee_target, self.publish_target)):
             if not on:
@@ -180,9 +180,9 @@ class FakeRobot:
         with self.lock:
             self.commands.append((time.monotonic(), np.array(msg.data)))
 
-    def _on_state(self, msg) -> None:
+    def _on_state(self, msg, info) -> None:
         with self.lock:
-            self.states.append({**json.loads(msg.data), "received": time.monotonic()})
+            self.states.append({**json.loads(msg.data), "received": time.monotonic(), "sent": info["source_timestamp"] * 1e-9})
 
     def _on_diagnostics(self, msg) -> None:
         with self.lock:
