@@ -84,8 +84,8 @@ class JointStates:
         Args:
             names, position, velocity: The message (velocity may be empty).
             now: Arrival time on the control clock [s].
-            source_time: When the robot took the reading (header or DDS source stamp) [s]; the
-                jump check measures Δt on it, because messages can arrive bunched up. Default `now`.
+            source_time: When the robot took the reading (header stamp, else DDS source stamp) [s];
+                the jump check measures Δt on it, because messages can arrive bunched up. Default `now`.
 
         Raises:
             JointMismatchError: the message names joints that are neither needed nor ignored.
@@ -177,9 +177,10 @@ class JointStates:
             low, high = self.low[slots], self.high[slots]
             out_of_range = limited & ((q < low - cfg.range_tolerance) | (q > high + cfg.range_tolerance))
             too_fast = limited & (np.abs(qd) > cfg.max_speed)
-            dt = np.maximum(t - self._good_time[slots], 0.0)
+            dt = t - self._good_time[slots]
             jump = np.abs(q - self._good_position[slots])
-            jumped = limited & np.isfinite(jump) & (jump > cfg.max_speed * dt + cfg.jump_tolerance)
+            # A reading no later than the reference (a restarted clock, a repeated stamp) is not judged by speed.
+            jumped = limited & np.isfinite(jump) & (dt > 0) & (jump > cfg.max_speed * np.maximum(dt, 0.0) + cfg.jump_tolerance)
             bad = (out_of_range | too_fast | jumped) & np.isfinite(q) & np.isfinite(qd)
             for k in np.flatnonzero(bad):
                 slot, name = int(slots[k]), self.needed[slots[k]]

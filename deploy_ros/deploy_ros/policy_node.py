@@ -330,9 +330,12 @@ class PolicyNode(Node):
                 sub.callback(*taken)
 
     def _on_joint_states(self, msg: JointState, info=None) -> None:
+        # The reading's own time for the jump check: the header stamp (when the robot measured), else
+        # when the publisher wrote it.
+        measured_ns = _stamp_ns(msg.header)
         try:
             accepted = self.runtime.set_joint_state(msg.name, msg.position, msg.velocity, self._arrival(info),
-                                                    self._source_time(info))
+                                                    measured_ns * 1e-9 if measured_ns > 0 else self._source_time(info))
             if not accepted:
                 self.get_logger().error(f"bad joint_states while commanding: {self.runtime.safety.reason}",
                                         throttle_duration_sec=1.0)
@@ -341,7 +344,7 @@ class PolicyNode(Node):
             return
         except InputError as err:
             self.get_logger().warning(f"dropped joint_states: {err}", throttle_duration_sec=1.0)
-        self._joint_stamp_ns = _stamp_ns(msg.header)
+        self._joint_stamp_ns = measured_ns
         if self.recorder is not None:
             self.recorder.joint_state(self._log_ns(), msg.position, msg.velocity, msg.effort, names=tuple(msg.name),
                                       header_ns=self._joint_stamp_ns)
