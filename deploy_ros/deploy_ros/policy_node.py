@@ -538,11 +538,13 @@ def main(args=None) -> int:
     code = 0
     try:
         node = PolicyNode()
-        if node.params["realtime_priority"]:
-            failure = use_realtime_priority(node.params["realtime_priority"])
-            log = node.get_logger()
-            log.warning(f"normal scheduling: {failure}") if failure else log.info(
-                f"SCHED_FIFO priority {node.params['realtime_priority']}")
+        priority = node.params["realtime_priority"]
+        if priority:
+            failure = use_realtime_priority(priority)
+            if failure:
+                node.get_logger().warning(f"normal scheduling: {failure}")
+            else:
+                node.get_logger().info(f"SCHED_FIFO priority {priority}")
         executor = SingleThreadedExecutor()
         executor.add_node(node)
         executor.spin_until_future_complete(node.refused)
@@ -554,6 +556,11 @@ def main(args=None) -> int:
     except RefusedToStart as err:
         print(f"[policy_node] refusing to start: {err}", file=sys.stderr, flush=True)
         code = 2
+    except RuntimeError:
+        # Ctrl-C that lands while a control step takes a message surfaces as rclpy's conversion error
+        # once the context is shut down: that is a shutdown, not a failure.
+        if rclpy.ok():
+            raise
     finally:
         if node is not None:
             node.destroy_node()
