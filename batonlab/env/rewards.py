@@ -10,12 +10,17 @@ from batonlab.env.terms import build_term, reset_term
 
 
 class RewardManager:
-    """`reward = sum_k weight_k * term_k(env) * step_dt`; episode sums are logged per term."""
+    """`reward = sum_k weight_k * term_k(env) * step_dt`; episode sums are logged per term.
+
+    Weights are read from the term configs at every step, and terms of weight 0 are built and
+    evaluated like the others: a curriculum can raise a weight during training (and a stateful term
+    is then up to date), and its episode sum is logged from the start.
+    """
 
     def __init__(self, env, cfgs: dict[str, RewardTermCfg]):
         self.env = env
-        self.cfgs = {name: cfg for name, cfg in cfgs.items() if cfg.weight != 0.0}
-        self.terms = {name: build_term(c.func, c.params, env, f"rewards['{name}']") for name, c in self.cfgs.items()}
+        self.cfgs = cfgs
+        self.terms = {name: build_term(c.func, c.params, env, f"rewards['{name}']") for name, c in cfgs.items()}
         self.episode_sums = {name: torch.zeros(env.num_envs, device=env.device) for name in self.terms}
         self.reward = torch.zeros(env.num_envs, device=env.device)
 
