@@ -70,4 +70,18 @@ def arm_reach_policy(tmp_path_factory):
     """
     from ros.training import train_and_export
 
-    return train_and_export(tmp_path_factory.mktemp("arm_reach_policy") / "exported")
+    return train_and_export("arm_reach", tmp_path_factory.mktemp("arm_reach_policy") / "exported", num_envs=1024,
+                            iterations=80)
+
+
+@pytest.fixture(scope="session")
+def wl_balance_policy(tmp_path_factory):
+    """wl_balance (stowed arm) trained from scratch (512 envs × 24 steps × 64 iterations, ~3 min on 2 idle cores,
+    one learner thread) and exported, once per session: the learning test and the sim-to-sim tests share it.
+
+    Returns `ros.training.TrainedPolicy`.
+    """
+    from ros.training import train_and_export
+
+    return train_and_export("wl_balance", tmp_path_factory.mktemp("wl_balance_policy") / "exported", num_envs=512,
+                            iterations=64, learner_threads=1)

@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Sim-to-sim: the exported arm_reach policy reaches its targets through the deploy runtime, in-process
-and over ROS 2 (sim_robot_node ↔ policy_node), about as often as `batonlab play` on the same seeds.
+"""Sim-to-sim: the sim robot (one physics step at a time, targets from outside) ends, judges and
+restarts episodes exactly as `batonlab play` does, for every task; the exported arm_reach policy
+reaches its targets through the deploy runtime, in-process and over ROS 2 (sim_robot_node ↔
+policy_node), about as often as `play` on the same seeds.
 """
 
 from __future__ import annotations
@@ -13,10 +15,43 @@ import torch
 
 from batonlab.deploy import DeployRuntime, SafetyCfg, State, load_manifest
 from batonlab.env.env import BatonEnv
-from batonlab.tasks import make_task_cfg
+from batonlab.tasks import list_tasks, make_task_cfg
 
 SEEDS = range(1000, 1016)
 """Episode seeds: episode i of both play and sim-to-sim starts from the initial state of seed 1000 + i."""
+
+
+@pytest.mark.parametrize("task", [t.name for t in list_tasks()])
+def test_sim_robot_ends_episodes_like_play(task):
+    """Holding still, the wheel-legged robots fall and the arm times out: the sim robot must end every
+    episode on the same control step as `play`, by the same kind of ending, with the same verdict."""
+    from ros.training import hold_still, play_on_seeds, sim_robot_on_seeds
+
+    seeds = range(100, 108)
+    play = play_on_seeds(task, hold_still(task), seeds)
+    sim = sim_robot_on_seeds(task, hold_still(task), seeds)
+    print(f"\n[sim2sim] {task} holding still: lengths play {play.lengths.tolist()} sim robot {sim.lengths.tolist()}")
+    assert sim.lengths.tolist() == play.lengths.tolist()
+    assert sim.terminated.tolist() == play.terminated.tolist()
+    assert sim.successes.tolist() == play.successes.tolist()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", ["arm_reach", "wl_balance"])
+def test_sim_robot_success_matches_play(task, request):
+    """A trained policy drives the sim robot in-process: success within 10 points of `play` on the
+    same seeds, and every episode as long as in `play` (time-outs and falls alike)."""
+    from ros.training import play_on_seeds, sim_robot_on_seeds
+
+    trained = request.getfixturevalue(f"{task}_policy")
+    play = play_on_seeds(task, trained.policy, SEEDS)
+    sim = sim_robot_on_seeds(task, trained.policy, SEEDS)
+    print(f"\n[sim2sim] {task}: success sim robot {sim.successes.mean():.3f}, play {play.successes.mean():.3f} over "
+          f"{len(SEEDS)} seeds; lengths play {play.lengths.tolist()}")
+    assert play.successes.mean() >= 0.5, f"the policy is too weak for the comparison (play {play.successes.mean():.2f})"
+    assert abs(sim.successes.mean() - play.successes.mean()) <= 0.10
+    assert sim.lengths.tolist() == play.lengths.tolist()
+    assert sim.terminated.tolist() == play.terminated.tolist()
 
 
 @pytest.mark.slow
@@ -34,7 +69,7 @@ def test_deploy_runtime_in_the_loop_matches_play(arm_reach_policy):
     low, high = manifest.pos_limits[:, 0], manifest.pos_limits[:, 1]
     successes, worst_action_error = [], 0.0
     for seed in SEEDS:
-        runtime = DeployRuntime(manifest, SafetyCfg(ramp_time_s=0.0, max_joint_velocity=6.0),
+        runtime = DeployRuntime(manifest, SafetyCfg(ramp_time_s=0.0, max_joint_velocity=6.0, input_rate_samples=0),
                                 ignored_joints=["finger_left", "finger_right"])
         seed_episode(env, seed)
         env.reset()
@@ -54,7 +89,7 @@ def test_deploy_runtime_in_the_loop_matches_play(arm_reach_policy):
         successes.append(bool(extras["success"][0]))
     env.close()
     deployed = np.array(successes)
-    play = play_on_seeds(arm_reach_policy.policy, SEEDS)
+    play = play_on_seeds("arm_reach", arm_reach_policy.policy, SEEDS).successes
     print(f"\n[sim2sim] deploy runtime in the training env: {deployed.mean():.3f}, play: {play.mean():.3f} over "
           f"{len(SEEDS)} seeded episodes; largest |ONNX action - torch action| {worst_action_error:.2e}")
     assert worst_action_error < 1e-4, "observation assembly + ONNX must reproduce the torch policy's actions"
@@ -77,7 +112,7 @@ def test_sim_to_sim_over_ros2_matches_play(arm_reach_policy, tmp_path):
     assert [e["seed"] for e in episodes] == list(SEEDS)
     assert all(e["commands_received"] > 0 for e in episodes)
     ros = np.array([e["success"] for e in episodes])
-    play = play_on_seeds(arm_reach_policy.policy, SEEDS)
+    play = play_on_seeds("arm_reach", arm_reach_policy.policy, SEEDS).successes
     print(f"\n[sim2sim] over ROS 2: {ros.mean():.3f}, play on the same seeds: {play.mean():.3f} "
           f"({len(SEEDS)} episodes; per seed ros={ros.astype(int).tolist()} play={play.astype(int).tolist()})")
     print(json.dumps({"final_distance_m": [round(e["final_distance"], 4) for e in episodes]}))

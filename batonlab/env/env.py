@@ -91,7 +91,7 @@ class BatonEnv:
     # Stepping.
 
     def step(self, action: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, torch.Tensor, dict]:
-        """Advance one control period.
+        """Advance one control period: actions, the decimated physics, then `end_control_period`.
 
         Returns:
             obs: observation groups, each (num_envs, dim).
@@ -99,13 +99,27 @@ class BatonEnv:
             terminated: (num_envs,) bool, episode ended by a failure.
             truncated: (num_envs,) bool, episode ended by the time limit.
             extras: "log" (episode statistics of envs that reset), "costs" (num_envs, num_costs),
-                "success" (num_envs,) bool, valid where the episode ended this step.
+                "success" (num_envs,) bool and "episode_length" (num_envs,) long [control steps],
+                both valid where the episode ended this step.
         """
         # 1. Actions become actuator targets; PD runs at the physics rate inside MuJoCo.
         self.action_manager.process(action.to(self.device))
         self.action_manager.apply(self.sim.ctrl)
         # 2. The decimated physics loop, one backend call.
         self.sim.step(self.cfg.sim.decimation)
+        # 3.-7. Counters, terminations, rewards, success, commands, resets, interval events, observations.
+        return self.end_control_period()
+
+    def end_control_period(self) -> tuple[TensorDict, torch.Tensor, torch.Tensor, torch.Tensor, dict]:
+        """Everything `step` does once the physics of a control period has run; returns what `step` returns.
+
+        `step` calls it after its decimated physics call. A caller that runs the physics itself (the
+        sim robot of `deploy_ros`, one physics step at a time with targets from ROS) calls it every
+        `decimation` physics steps, so that its episodes end, succeed and reset by the task's rules,
+        exactly as in training and `play`. Envs whose episode ended are already reset when it returns
+        (a caller that starts its next episode otherwise, e.g. from a seed, resets again); their
+        outcome is in the returned flags and `extras["success"]` / `extras["episode_length"]`.
+        """
         # 3. Counters.
         self.episode_length_buf += 1
         self.common_step_counter += 1
@@ -113,8 +127,9 @@ class BatonEnv:
         terminated, truncated = (t.clone() for t in self.termination_manager.compute())
         reward = self.reward_manager.compute(self.step_dt).clone()
         self.extras = {"log": {}, "costs": self.cost_manager.compute().clone()}
-        # 5. Success is judged on the last state of the episodes that end here.
+        # 5. Success is judged on the last state of the episodes that end here; the length is read before the reset.
         self.extras["success"] = self._success()
+        self.extras["episode_length"] = self.episode_length_buf.clone()
         # 6. Command timers advance before resets: a reset env starts its episode with a full timer
         #    (advancing after the reset would resample one step early in every later episode).
         self.command_manager.update(self.step_dt)

@@ -28,8 +28,7 @@ class EventManager:
         self.time_left = {
             name: torch.zeros(env.num_envs, device=env.device) for name, c in cfgs.items() if c.mode == "interval"
         }
-        for name in self.time_left:
-            self._rearm(name, env.all_env_ids)
+        self.rearm_intervals(env.all_env_ids)
 
     def apply(self, mode: str, env_ids: torch.Tensor) -> None:
         for name, term in self.terms.items():
@@ -44,6 +43,16 @@ class EventManager:
             if due.numel():
                 self.terms[name](self.env, due)
                 self._rearm(name, due)
+
+    def rearm_intervals(self, env_ids: torch.Tensor) -> None:
+        """Draw fresh timers of every interval event for `env_ids`.
+
+        Resets leave the timers running, so an env's pushes keep their own schedule across its
+        episodes; a caller that makes an episode a function of its seed alone (the sim-to-sim
+        `seed_episode`) redraws them after seeding the generator.
+        """
+        for name in self.time_left:
+            self._rearm(name, env_ids)
 
     def _rearm(self, name: str, env_ids: torch.Tensor) -> None:
         low, high = self.cfgs[name].interval_range_s

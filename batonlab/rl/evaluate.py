@@ -22,6 +22,10 @@ class EvalResult:
     """(num_episodes,) bool, success of each env's first episode."""
     returns: np.ndarray
     """(num_episodes,) undiscounted return of each env's first episode."""
+    lengths: np.ndarray
+    """(num_episodes,) length of each env's first episode [control steps]."""
+    terminated: np.ndarray
+    """(num_episodes,) bool, the first episode ended by a failure term rather than by a time limit."""
     frames: list[np.ndarray] = field(default_factory=list)
     """RGB frames of the recorded episodes, back to back."""
 
@@ -51,6 +55,8 @@ def evaluate(env: BatonEnv, policy, video_env_ids: tuple[int, ...] = (), video_s
     finished = torch.zeros(n, dtype=torch.bool, device=env.device)
     successes = torch.zeros(n, dtype=torch.bool, device=env.device)
     returns = torch.zeros(n, device=env.device)
+    lengths = torch.zeros(n, dtype=torch.long, device=env.device)
+    failed = torch.zeros(n, dtype=torch.bool, device=env.device)
     running = torch.zeros(n, device=env.device)
     recording = list(video_env_ids)
     per_env_frames: dict[int, list[np.ndarray]] = {i: [] for i in recording}
@@ -68,6 +74,8 @@ def evaluate(env: BatonEnv, policy, video_env_ids: tuple[int, ...] = (), video_s
         done = (terminated | truncated) & ~finished
         successes[done] = extras["success"][done]
         returns[done] = running[done]
+        lengths[done] = extras["episode_length"][done]
+        failed[done] = terminated[done]
         finished |= done
         running[terminated | truncated] = 0.0
         recording = [i for i in recording if not finished[i]]
@@ -80,5 +88,7 @@ def evaluate(env: BatonEnv, policy, video_env_ids: tuple[int, ...] = (), video_s
         mean_return=returns.mean().item(),
         successes=successes.cpu().numpy(),
         returns=returns.cpu().numpy(),
+        lengths=lengths.cpu().numpy(),
+        terminated=failed.cpu().numpy(),
         frames=frames,
     )

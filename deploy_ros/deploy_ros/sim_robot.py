@@ -4,10 +4,11 @@
 This is the simulator side of sim-to-sim, so unlike the rest of `deploy_ros` it imports the
 training stack (batonlab.env, batonlab.tasks, torch, mujoco). It reuses the task's env with one
 world: the same MJCF, the same position actuators (PD at the physics rate inside MuJoCo), the same
-randomisation, target commands and success test as training and `batonlab play`. What changes is
-the loop: physics advances one step per call, targets arrive from outside whenever they arrive,
-and the control-period bookkeeping (episode clock, command resampling, resets) runs every
-`decimation` physics steps, in the order of `BatonEnv.step`.
+randomisation, target commands, terminations and success test as training and `batonlab play`.
+What changes is the loop: physics advances one step per call and targets arrive from outside
+whenever they arrive. Every `decimation` physics steps the env's own `end_control_period` runs (the
+episode clock, terminations, success, command timers, resets, interval events), so episodes end
+on the task's time limit and on its failures exactly as in `play`.
 """
 
 from __future__ import annotations
@@ -25,21 +26,34 @@ from batonlab.tasks import make_task_cfg
 _SCALAR_JOINTS = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
 
 
-def seed_episode(env: BatonEnv, seed: int) -> None:
-    """Make the next `env.reset()` the episode of `seed`: re-seed the generator, redraw startup randomisation.
+class ConfigError(ValueError):
+    """The sim robot cannot be built as configured (unknown task, unknown joints)."""
 
-    `sim_robot_node` and the `play` comparison both call this before their reset, so that episode
-    `seed` has the same dynamics parameters, initial pose and targets on both sides.
+
+def seed_episode(env: BatonEnv, seed: int) -> None:
+    """Make the next `env.reset()` the episode of `seed`: re-seed the generator, redraw startup
+    randomisation and the interval-event timers (the push schedule).
+
+    `SimRobot` and the `play` comparison both call this before their reset, so that episode `seed`
+    has the same dynamics parameters, initial pose, targets and pushes on both sides, whatever ran
+    before it.
     """
     env.generator.manual_seed(int(seed))
     env.event_manager.apply("startup", env.all_env_ids)
+    env.event_manager.rearm_intervals(env.all_env_ids)
 
 
 @dataclass
 class EpisodeResult:
+    """How one episode ended, as the env's `end_control_period` reported it."""
+
     index: int
     seed: int
     success: bool
+    length: int
+    """Control steps the episode lasted (the task's time limit unless it failed)."""
+    terminated: bool
+    """Ended by a failure term (a fall, physics divergence) rather than by the time limit."""
     final_distance: float | None
     """Distance between the last command and its sensor, for position commands [m]."""
 
@@ -47,13 +61,23 @@ class EpisodeResult:
 class SimRobot:
     """One simulated robot of `task` (play configuration).
 
+    Until `next_episode` is first called the robot is in its warm-up (the initial state of `seed`,
+    episodes that end there are reset by the task's rules and not counted); episode i then starts
+    from the initial state of seed `seed + i`.
+
     Args:
         task: Registered task name.
-        seed: Seed of the first episode; episode i uses `seed + i`.
+        seed: Seed of the first episode.
+
+    Raises:
+        ConfigError: `task` is not a registered task.
     """
 
     def __init__(self, task: str, seed: int = 0):
-        cfg = make_task_cfg(task, play=True)
+        try:  # a registered name, an entry-point plugin or a `<module>:<factory>` import path
+            cfg = make_task_cfg(task, play=True)
+        except KeyError as err:
+            raise ConfigError(err.args[0]) from None
         cfg.num_envs = 1
         cfg.seed = int(seed)
         cfg.sim.num_threads = 1
@@ -83,23 +107,22 @@ class SimRobot:
             t.params["name"] for t in cfg.observations["policy"].terms.values() if t.func is mdp.sensor
         ]
         self.command_names = list(env.command_manager.terms)
+        self._distance_pair = next(((p["command"], p["sensor"]) for p in (t.params for t in cfg.rewards.values())
+                                    if "command" in p and "sensor" in p), None)
+        """(command, sensor) of a position command, whose distance is reported with each episode."""
         self.episode_index = -1
-        self.episode_step = 0
+        self.episode_seed = self.base_seed
         self.physics_steps = 0
-        self.begin_episode(self.base_seed)
+        self._diverged_in_period = False
 
     # Episodes.
 
-    def begin_episode(self, seed: int) -> None:
-        """Reset to the initial state of episode `seed` (pose, dynamics parameters, targets)."""
-        seed_episode(self.env, seed)
-        self.env.reset()
-        self.episode_seed = int(seed)
-        self.episode_step = 0
-
     def next_episode(self) -> None:
+        """Start the next episode from the initial state of its seed, as `play` starts one."""
         self.episode_index += 1
-        self.begin_episode(self.base_seed + self.episode_index)
+        self.episode_seed = self.base_seed + self.episode_index
+        seed_episode(self.env, self.episode_seed)
+        self.env.reset()
 
     # Commands.
 
@@ -111,29 +134,29 @@ class SimRobot:
     # Stepping.
 
     def step(self) -> EpisodeResult | None:
-        """One physics step with the current targets; returns the result of an episode that just ended."""
+        """One physics step with the current targets; returns the result of an episode that just ended.
+
+        The episode that ends is followed at once by the next one (`next_episode`).
+        """
         env = self.env
         env.sim.ctrl[0, self._actuators] = torch.maximum(torch.minimum(self.targets, self._ctrl_high), self._ctrl_low)
         env.sim.step(1)
         self.physics_steps += 1
+        self._diverged_in_period |= bool(env.sim.diverged[0])
         if self.physics_steps % self.decimation:
             return None
-        # Control-period bookkeeping, in the order of BatonEnv.step.
-        self.episode_step += 1
-        diverged = bool(env.sim.diverged[0])
-        if self.episode_index >= 0 and (diverged or self.episode_step >= env.max_episode_length):
-            success = bool(env.success_term(env)[0]) if env.success_term is not None and not diverged else False
-            result = EpisodeResult(self.episode_index, self.episode_seed, success, self._final_distance())
-            # The next episode starts like an `evaluate` episode: from `env.reset()`, with its command
-            # timers untouched until the next control period (as in `batonlab play`).
-            self.next_episode()
-            return result
-        if diverged:
-            self.begin_episode(self.episode_seed)
+        # A decimated step reports a divergence anywhere in its substeps; so must this period.
+        env.sim.diverged[0] = self._diverged_in_period
+        self._diverged_in_period = False
+        # The last state of the period, before the command timers move on (as the success test sees it).
+        distance = self._command_distance()
+        _, _, terminated, truncated, extras = env.end_control_period()
+        if not bool(terminated[0] | truncated[0]) or self.episode_index < 0:
             return None
-        env.command_manager.update(env.step_dt)
-        env.event_manager.update(env.step_dt)
-        return None
+        result = EpisodeResult(self.episode_index, self.episode_seed, bool(extras["success"][0]),
+                               int(extras["episode_length"][0]), bool(terminated[0]), distance)
+        self.next_episode()
+        return result
 
     # State.
 
@@ -147,11 +170,11 @@ class SimRobot:
     def command(self, name: str) -> np.ndarray:
         return self.env.command_manager.command(name)[0].double().numpy()
 
-    def _final_distance(self) -> float | None:
-        for params in (t.params for t in self.env.cfg.rewards.values()):
-            if "command" in params and "sensor" in params:
-                return float(np.linalg.norm(self.command(params["command"]) - self.sensor(params["sensor"])))
-        return None
+    def _command_distance(self) -> float | None:
+        if self._distance_pair is None:
+            return None
+        command, sensor = self._distance_pair
+        return float(np.linalg.norm(self.command(command) - self.sensor(sensor)))
 
     def close(self) -> None:
         self.env.close()

@@ -15,8 +15,11 @@ the CPU cannot keep up), and /clock carries the simulated time, so a policy node
 
 Episodes: after `warmup_s` simulated seconds of received commands (the policy node's soft start), the node
 runs `num_episodes` episodes; episode i starts from the initial state of seed `seed + i`
-(`sim_robot.seed_episode`), lasts the task's episode length and is judged by the task's success
-term. Results go to ~/episode (JSON) and, at the end, to `results_file`.
+(`sim_robot.seed_episode`), ends on the task's time limit or on one of its failure terms, and is
+judged by the task's success term. Results go to ~/episode (JSON) and, at the end, to `results_file`.
+
+A configuration the node cannot run (an unknown task, `command_joint_order` naming joints the task
+does not command) is one line on stderr, "[sim_robot_node] refusing to start: …", and exit code 2.
 
 This node is the simulator: it imports batonlab.env and batonlab.tasks (torch, mujoco).
 """
@@ -44,7 +47,7 @@ from std_msgs.msg import Float64MultiArray, String
 from trajectory_msgs.msg import JointTrajectory
 
 from deploy_ros.messages import vector_to_msg
-from deploy_ros.sim_robot import SimRobot
+from deploy_ros.sim_robot import ConfigError, SimRobot
 
 PARAMETERS = {
     "task": "arm_reach",
@@ -72,7 +75,8 @@ class SimRobotNode(Node):
         order = [s for s in p["command_joint_order"] if s] or robot.command_joints
         unknown = sorted(set(order) - set(robot.command_joints))
         if unknown:
-            raise ValueError(f"command_joint_order names joints {unknown} that the task does not command {robot.command_joints}")
+            raise ConfigError(f"command_joint_order names joints {unknown} that the task does not command "
+                              f"{robot.command_joints}")
         self.command_joint_order = order
         self.root_body, self._base_pose = _root_body(robot.env.scene.model, robot.command_joints[0])
         self.frame_id = p["frame_id"] or self.root_body
@@ -135,12 +139,13 @@ class SimRobotNode(Node):
         result = robot.step()
         stamp = Time(nanoseconds=int(round(self.sim_time * 1e9))).to_msg() if self.pub_clock else self.get_clock().now().to_msg()
         self._publish_state(stamp)
-        if robot.physics_steps % robot.decimation == 0:
+        period_ended = robot.physics_steps % robot.decimation == 0
+        if period_ended:
             for name, pub in self.pub_commands.items():
                 pub.publish(vector_to_msg(robot.command(name), stamp, self.frame_id))
         if result is not None:
             self._record(result)
-        elif (robot.episode_index < 0 and self.first_command_time is not None
+        elif (period_ended and robot.episode_index < 0 and self.first_command_time is not None
               and self.sim_time - self.first_command_time >= self.params["warmup_s"]):
             self.get_logger().info(f"warm-up done; episode 0 (seed {robot.base_seed})")
             robot.next_episode()
@@ -199,12 +204,14 @@ class SimRobotNode(Node):
         return self._base_pose[0]
 
     def _record(self, result) -> None:
-        entry = {"episode": result.index, "seed": result.seed, "success": result.success,
-                 "final_distance": result.final_distance, "commands_received": self.commands_received}
+        entry = {"episode": result.index, "seed": result.seed, "success": result.success, "length": result.length,
+                 "terminated": result.terminated, "final_distance": result.final_distance,
+                 "commands_received": self.commands_received}
         self.results.append(entry)
         self.pub_episode.publish(String(data=json.dumps(entry)))
-        self.get_logger().info(f"episode {result.index} (seed {result.seed}): success={result.success} "
-                               f"distance={result.final_distance}")
+        ending = "failed" if result.terminated else "timed out"
+        self.get_logger().info(f"episode {result.index} (seed {result.seed}): success={result.success}, {ending} after "
+                               f"{result.length} control steps, distance={result.final_distance}")
         n = self.params["num_episodes"]
         if n and len(self.results) >= n:
             summary = {"task": self.params["task"], "seed": self.params["seed"], "num_episodes": n,
@@ -232,19 +239,24 @@ def _root_body(model: mujoco.MjModel, joint: str):
 
 
 def main(args=None) -> int:
+    """Entry point; exit code 0 when done or stopped, 2 when the configuration cannot run."""
     rclpy.init(args=args)
     node = None
+    code = 0
     try:
         node = SimRobotNode()
         rclpy.spin_until_future_complete(node, node.done)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
+    except ConfigError as err:
+        print(f"[sim_robot_node] refusing to start: {err}", file=sys.stderr, flush=True)
+        code = 2
     finally:
         if node is not None:
             node.robot.close()
             node.destroy_node()
         rclpy.try_shutdown()
-    return 0
+    return code
 
 
 if __name__ == "__main__":

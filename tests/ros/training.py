@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""A trained and exported arm_reach policy for the sim-to-sim tests, and `play` on per-episode seeds."""
+"""Trained and exported policies for the sim-to-sim and learning tests, and seeded episodes of `play`
+and of the sim robot (driven in-process) to compare them on."""
 
 from __future__ import annotations
 
@@ -20,49 +21,119 @@ from batonlab.tasks import make_agent_cfg, make_task_cfg
 
 if str(DEPLOY_ROS_DIR) not in sys.path:
     sys.path.insert(0, str(DEPLOY_ROS_DIR))
-from deploy_ros.sim_robot import seed_episode  # noqa: E402
+from deploy_ros.sim_robot import SimRobot, seed_episode  # noqa: E402
 
 
 @dataclass
 class TrainedPolicy:
+    task: str
     export_dir: Path
     policy: object
     """The torch inference policy (TensorDict → actions), what `batonlab play` runs."""
     train_success_rate: float
     env_steps: int
-    """Env steps the training used (the learning test's budget)."""
+    """Env steps the training used (the learning tests' budget)."""
 
 
-def train_and_export(out_dir: Path, num_envs: int = 1024, iterations: int = 80, seed: int = 0) -> TrainedPolicy:
-    """Train arm_reach from scratch with BatonRunner and export it (policy.onnx + manifest.json).
+def train_and_export(task: str, out_dir: Path, num_envs: int, iterations: int, seed: int = 0,
+                     learner_threads: int | None = None) -> TrainedPolicy:
+    """Train `task` from scratch with BatonRunner and export it (policy.onnx + manifest.json).
 
-    The budget (1024 envs x 24 steps x 80 iterations) is the one `tests/test_learning.py` asserts
-    on, so one training serves the learning test and the deploy tests.
+    The budgets the fixtures pass are the ones the learning tests assert on, so one training per
+    task serves the learning test and the deploy tests.
+
+    Args:
+        learner_threads: torch threads while training (None: leave as is); with the rollout threads
+            on the same two cores, more than one only adds contention for the larger robots.
     """
     torch.manual_seed(seed)
-    cfg = make_task_cfg("arm_reach")
-    cfg.num_envs, cfg.seed = num_envs, seed
-    env = BatonEnv(cfg)
-    runner = BatonRunner(RslRlVecEnv(env), make_agent_cfg("arm_reach"), log_dir=None)
-    stats = runner.learn(iterations, progress=False)
+    threads = torch.get_num_threads()
+    if learner_threads:
+        torch.set_num_threads(learner_threads)
+    try:
+        cfg = make_task_cfg(task)
+        cfg.num_envs, cfg.seed = num_envs, seed
+        env = BatonEnv(cfg)
+        runner = BatonRunner(RslRlVecEnv(env), make_agent_cfg(task), log_dir=None)
+        stats = runner.learn(iterations, progress=False)
+        env.close()
+    finally:
+        torch.set_num_threads(threads)
     policy = runner.inference_policy()
-    play_cfg = make_task_cfg("arm_reach", play=True)
+    play_cfg = make_task_cfg(task, play=True)
     play_cfg.num_envs = 1
     play_env = BatonEnv(play_cfg)
-    export(play_env, policy, out_dir, "arm_reach")
+    export(play_env, policy, out_dir, task)
     play_env.close()
-    env.close()
-    return TrainedPolicy(Path(out_dir), policy, float(stats.get("Episode/success_rate", float("nan"))), runner.total_env_steps)
+    return TrainedPolicy(task, Path(out_dir), policy, float(stats.get("Episode/success_rate", float("nan"))),
+                         runner.total_env_steps)
 
 
-def play_on_seeds(policy, seeds) -> np.ndarray:
-    """`batonlab play`'s evaluation, one episode per seed, each from the initial state sim_robot_node uses."""
-    cfg = make_task_cfg("arm_reach", play=True)
-    cfg.num_envs = 1
+def hold_still(task: str):
+    """A fixed deterministic policy for `task`: zero actions (default pose, wheels at rest)."""
+    num_actions = sum(len(term.joints) for term in make_task_cfg(task).actions.values())
+    return lambda obs: torch.zeros(obs.batch_size[0], num_actions)
+
+
+@dataclass
+class Episodes:
+    """One episode per seed, in seed order."""
+
+    successes: np.ndarray
+    """(num_seeds,) bool."""
+    lengths: np.ndarray
+    """(num_seeds,) int, control steps."""
+    terminated: np.ndarray
+    """(num_seeds,) bool, ended by a failure rather than by the time limit."""
+
+
+def play_on_seeds(task: str, policy, seeds: range) -> Episodes:
+    """`batonlab play`'s evaluation, one episode per seed, each from the initial state the sim robot uses.
+
+    The env is built with the first seed, like the sim robot's (the terrain tiles it draws at
+    construction then match).
+    """
+    cfg = make_task_cfg(task, play=True)
+    cfg.num_envs, cfg.seed = 1, seeds[0]
     env = BatonEnv(cfg)
-    successes = []
+    results = []
     for seed in seeds:
         seed_episode(env, seed)
-        successes.append(bool(evaluate(env, policy, progress=False).successes[0]))
+        results.append(evaluate(env, policy, progress=False))
     env.close()
-    return np.array(successes)
+    return Episodes(*(np.array([getattr(r, field)[0] for r in results]) for field in ("successes", "lengths", "terminated")))
+
+
+@torch.inference_mode()
+def sim_robot_on_seeds(task: str, policy, seeds: range) -> Episodes:
+    """Sim-to-sim without ROS: `SimRobot` stepped one physics step at a time, as `sim_robot_node` does.
+
+    Each control period the policy acts on the env's observation, and its action goes through the
+    task's action terms (delay, clip, scale, default offset) into the joint targets the robot side
+    sends; `SimRobot` alone decides when an episode ends and how it went.
+    """
+    assert seeds.step == 1, "the sim robot runs consecutive seeds"
+    threads = torch.get_num_threads()  # SimRobot runs its world on one thread
+    robot = SimRobot(task, seed=seeds[0])
+    try:
+        env = robot.env
+        terms = list(env.action_manager.terms.values())
+        results = []
+        robot.next_episode()
+        for _ in range(len(seeds) * env.max_episode_length):
+            if len(results) == len(seeds):
+                break
+            # The action manager also keeps `last_action` and the action history of the observation.
+            env.action_manager.process(policy(env.obs))
+            robot.set_targets(robot.command_joints, torch.cat([t.processed_actions[0] for t in terms]).tolist())
+            for _ in range(robot.decimation):
+                result = robot.step()
+            if result is not None:
+                results.append(result)
+    finally:
+        robot.close()
+        torch.set_num_threads(threads)
+    assert [r.seed for r in results] == list(seeds), \
+        f"the sim robot ended only {len(results)} episodes in the time limits of {len(seeds)}"
+    return Episodes(np.array([r.success for r in results]), np.array([r.length for r in results]),
+                    np.array([r.terminated for r in results]))
