@@ -1,13 +1,16 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """`batonlab deploy`: check an export, or run it sim-to-sim over ROS 2 on this machine.
 
-    batonlab deploy EXPORT_DIR                      validate manifest.json + policy.onnx, print the contract
-    batonlab deploy --sim CHECKPOINT_OR_EXPORT_DIR  sim_robot_node + policy_node over ROS 2 (loopback DDS)
+    batonlab deploy EXPORT_DIR                      validate manifest.json + policy.onnx, dry-run the robot side
+    batonlab deploy --sim CHECKPOINT_OR_EXPORT_DIR  … then sim_robot_node + policy_node over ROS 2 (loopback DDS)
     batonlab deploy --sim … --record DIR            … and policy_node records a rosbag2 bag in DIR (batonlab replay BAG)
 
-A checkpoint (`model_*.pt`) or a run folder is exported first (next to it, in `exported/`). The two
-nodes run as child processes, like `ros2 launch deploy_ros sim_to_sim.launch.py` would start them;
-this needs rclpy (`pip install batonlab[ros]` or a sourced ROS 2) but not the launch tools.
+A checkpoint (`model_*.pt`) or a run folder is exported first (next to it, in `exported/`). Every
+export is dry-run before it is called deployable: the robot-side runtime loads the ONNX file and
+runs a few control steps at the default pose (`batonlab.deploy.dry_run`). The two nodes run as
+child processes, like `ros2 launch deploy_ros sim_to_sim.launch.py` would start them, their output
+in log files of the export's `sim_to_sim/` folder; a node that exits early stops the run with its
+reason. This needs rclpy (`pip install batonlab[ros]` or a sourced ROS 2) but not the launch tools.
 """
 
 from __future__ import annotations
@@ -97,32 +100,56 @@ def resolve_export(target: Path, task: str | None) -> Path:
 
 def run_sim_to_sim(export_dir: Path, task: str, seed: int = 0, num_episodes: int = 0, domain_id: int = 42,
                    results_file: Path | None = None, policy_params: dict | None = None, loopback: bool = True,
-                   timeout_s: float | None = None) -> dict | None:
-    """Start sim_robot_node and policy_node; wait for `num_episodes` (or Ctrl-C); return the summary."""
+                   timeout_s: float | None = None, log_dir: Path | None = None) -> dict | None:
+    """Start sim_robot_node and policy_node; wait for `num_episodes` (or Ctrl-C); return the summary.
+
+    The nodes write their output to `<node>.log` in `log_dir` (default: the export's `sim_to_sim/`
+    folder, next to the results). Returns None when stopped with Ctrl-C before a summary was written.
+
+    Raises:
+        CliError: a node exited before the episodes were done (with its reason and log file), or
+            they did not finish within `timeout_s`.
+    """
     env = ros_environment(domain_id, loopback)
-    results_file = results_file or (export_dir / "sim_to_sim" / f"results_seed{seed}.json")
+    out_dir = export_dir / "sim_to_sim"
+    log_dir = log_dir or out_dir
+    log_dir.mkdir(parents=True, exist_ok=True)
+    results_file = results_file or (out_dir / f"results_seed{seed}.json")
     results_file.unlink(missing_ok=True)
-    sim = subprocess.Popen(
-        node_command("sim_robot_node", [SIM_CONFIG], {"task": task, "seed": seed, "num_episodes": num_episodes,
-                                                      "results_file": str(results_file)}), env=env)
-    policy = subprocess.Popen(
-        node_command("policy_node", [SIM_CONFIG], {"manifest": str(export_dir), **(policy_params or {})}), env=env)
+    sim, sim_log = _start_node("sim_robot_node", {"task": task, "seed": seed, "num_episodes": num_episodes,
+                                                  "results_file": str(results_file)}, env, log_dir)
+    policy, policy_log = _start_node("policy_node", {"manifest": str(export_dir), **(policy_params or {})}, env, log_dir)
+    print(f"[batonlab] sim-to-sim on ROS_DOMAIN_ID {domain_id}; node output in {log_dir}", flush=True)
     start = time.monotonic()
     try:
         while sim.poll() is None:
             if policy.poll() is not None:
-                raise CliError(f"policy_node exited with code {policy.returncode}")
+                raise CliError(_early_exit("policy_node", policy, policy_log))
             if timeout_s is not None and time.monotonic() - start > timeout_s:
-                raise CliError(f"sim-to-sim did not finish {num_episodes} episodes in {timeout_s:.0f} s")
+                raise CliError(f"sim-to-sim did not finish {num_episodes} episodes in {timeout_s:.0f} s "
+                               f"(logs in {log_dir})")
             time.sleep(0.2)
     except KeyboardInterrupt:
-        pass
+        return _read_results(results_file)
     finally:
         stop(policy)
         stop(sim)
-    if results_file.is_file():
-        return json.loads(results_file.read_text())
-    return None
+    summary = _read_results(results_file)
+    if summary is None:
+        raise CliError(_early_exit("sim_robot_node", sim, sim_log))
+    return summary
+
+
+def dry_run_export(manifest) -> None:
+    """`batonlab.deploy.dry_run`, its failure as a `CliError`; prints what it checked."""
+    from batonlab.deploy.dry_run import RUN_STEPS, DryRunError, dry_run
+
+    try:
+        result = dry_run(manifest)
+    except DryRunError as err:
+        raise CliError(f"{manifest.onnx_path.parent}: {err}") from None
+    print(f"[batonlab] dry run: {manifest.onnx_path.name} loads in the robot-side runtime; {RUN_STEPS} control steps at "
+          f"the default pose end in state {result.state.value} with finite targets inside the joint limits")
 
 
 def run(args: list[str]) -> int:
@@ -148,6 +175,7 @@ def run(args: list[str]) -> int:
     print(f"[batonlab] {export_dir}: task {manifest.task}, {manifest.obs_dim} observations -> {manifest.action_dim} actions "
           f"at {manifest.control_rate_hz:.0f} Hz; joints {list(manifest.joint_names)}; "
           f"terms {[t.name for t in manifest.obs_terms]}")
+    dry_run_export(manifest)
     if not ns.sim:
         print("[batonlab] manifest and policy.onnx are consistent; on a robot: "
               f"ros2 launch deploy_ros policy.launch.py export:={export_dir}")
@@ -159,3 +187,30 @@ def run(args: list[str]) -> int:
         print(f"[batonlab] sim-to-sim over ROS 2: success rate {summary['success_rate']:.3f} over "
               f"{summary['num_episodes']} episodes (seeds {ns.seed}..{ns.seed + summary['num_episodes'] - 1})")
     return 0
+
+
+# Private helpers.
+
+
+def _start_node(node: str, params: dict, env: dict[str, str], log_dir: Path) -> tuple[subprocess.Popen, Path]:
+    """A node in a child process with the sim-to-sim parameters; its stdout and stderr go to `<node>.log`."""
+    log_path = log_dir / f"{node}.log"
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(node_command(node, [SIM_CONFIG], params), env=env, stdout=log,
+                                   stderr=subprocess.STDOUT)
+    return process, log_path
+
+
+def _early_exit(node: str, process: subprocess.Popen, log: Path) -> str:
+    """One line: which node exited, its code, and why (its refusal, or the last line of its traceback)."""
+    lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    refusals = [line for line in lines if "refusing to start:" in line]
+    if refusals:
+        reason = refusals[-1].split("refusing to start:", 1)[1].strip()
+    else:
+        reason = lines[-1] if lines else "no output"
+    return f"{node} exited with code {process.returncode} before the episodes were done: {reason} (log: {log})"
+
+
+def _read_results(results_file: Path) -> dict | None:
+    return json.loads(results_file.read_text()) if results_file.is_file() else None
