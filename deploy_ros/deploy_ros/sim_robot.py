@@ -148,10 +148,14 @@ class SimRobot:
         # A decimated step reports a divergence anywhere in its substeps; so must this period.
         env.sim.diverged[0] = self._diverged_in_period
         self._diverged_in_period = False
+        if self.episode_index < 0:
+            # Before episode 0 (the policy's soft start) the task's clock does not run: no time-outs,
+            # no resets that would move the robot under a policy that is still starting.
+            return None
         # The last state of the period, before the command timers move on (as the success test sees it).
         distance = self._command_distance()
         _, _, terminated, truncated, extras = env.end_control_period()
-        if not bool(terminated[0] | truncated[0]) or self.episode_index < 0:
+        if not bool(terminated[0] | truncated[0]):
             return None
         result = EpisodeResult(self.episode_index, self.episode_seed, bool(extras["success"][0]),
                                int(extras["episode_length"][0]), bool(terminated[0]), distance)
