@@ -4,12 +4,13 @@
     python scripts/train_wl_velocity.py [--iterations 300] [--num-envs 1024] [--seed 0] [env.…=… agent.…=…]
     python scripts/train_wl_velocity.py --eval-only [--run-dir logs/wl_velocity/<time>]
 
-Training goes through the same pieces as `batonlab train` (the run folder holds config.yaml, atomic
-checkpoints and TensorBoard logs under logs/<task>/<time>/, so `batonlab play task=wl_velocity`
-finds it afterwards). The evaluation rebuilds the task's play config on a flat plane (no pushes, no
-observation noise; friction, mass, gains and latency stay randomised), commands 1 m/s straight
-ahead at the nominal height, and reports the mean |v_x - 1| over all envs after a settling time,
-with the steps and wall time the training took. Target: mean absolute error < 0.15 m/s.
+Training is `batonlab train`'s own entry (`batonlab.cli.train.train`): the run folder holds
+config.yaml, atomic checkpoints and TensorBoard logs under logs/<task>/<time>/, so `batonlab play
+task=wl_velocity` finds it afterwards, and Ctrl-C saves the last iteration. The evaluation rebuilds
+the task's play config on a flat plane (no pushes, no observation noise; friction, mass, gains and
+latency stay randomised), commands 1 m/s straight ahead at the nominal height, and reports the mean
+|v_x - 1| over all envs after a settling time, with the steps and wall time the training took.
+Target: mean absolute error < 0.15 m/s.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from pathlib import Path
 
 import torch
 
-from batonlab.cli.common import build_invocation, find_checkpoint, find_run_dir, new_run_dir, seed_everything
+from batonlab.cli import train as cli_train
+from batonlab.cli.common import CliError, build_invocation, find_checkpoint, find_run_dir
 from batonlab.env import mdp_locomotion as loco
 from batonlab.env.env import BatonEnv
 from batonlab.rl.runner import BatonRunner
@@ -30,31 +32,31 @@ from batonlab.rl.vecenv import RslRlVecEnv
 from batonlab.robots.wheel_legged import NOMINAL_BASE_HEIGHT
 from batonlab.tasks.wl_balance import COMMAND
 from batonlab.terrain import TerrainCfg
-from batonlab.utils.serialize import write_yaml
+
+PROGRESS_KEYS = {"return": "Train/mean_return", "len": "Train/mean_episode_length", "success": "Episode/success_rate",
+                 "vx_track": "Episode_Reward/track_lin_vel_x", "level": "Curriculum/terrain_levels/mean_level",
+                 "vx_max": "Curriculum/command_range/lin_vel_x_high", "steps/s": "Perf/steps_per_s"}
+"""Statistics printed every `--print-every` iterations."""
 
 
 def train(args, overrides: list[str]) -> tuple[Path, dict]:
-    inv = build_invocation([f"task={args.task}", f"seed={args.seed}", f"env.num_envs={args.num_envs}", *overrides])
-    seed_everything(args.seed)
-    run_dir = new_run_dir(inv.top, inv.agent.experiment_name)
+    """Train with `batonlab train`'s entry; its closing success-rate evaluation is replaced by the tracking one."""
+    inv = build_invocation([f"task={args.task}", f"seed={args.seed}", f"env.num_envs={args.num_envs}",
+                            f"max_iterations={args.iterations}", "progress=false", "eval_episodes=0", *overrides])
     start = time.perf_counter()
-    env = RslRlVecEnv(BatonEnv(inv.task))
-    runner = BatonRunner(env, inv.agent, log_dir=run_dir, device="cpu")
-    write_yaml({"task_name": args.task, "cli": {"script": "scripts/train_wl_velocity.py", "argv": sys.argv[1:]},
-                "env": inv.task, "agent": inv.agent}, run_dir / "config.yaml")
-    print(f"[train_wl_velocity] training {args.task} with {args.num_envs} envs, {args.iterations} iterations, in {run_dir}")
-    while runner.iteration < args.iterations:
-        stats = runner.learn(min(runner.iteration + args.print_every, args.iterations), progress=False)
-        keys = {"return": "Train/mean_return", "len": "Train/mean_episode_length", "success": "Episode/success_rate",
-                "vx_track": "Episode_Reward/track_lin_vel_x", "level": "Curriculum/terrain_levels/mean_level",
-                "vx_max": "Curriculum/command_range/lin_vel_x_high", "steps/s": "Perf/steps_per_s"}
-        shown = " ".join(f"{k} {stats[v]:.3g}" for k, v in keys.items() if v in stats)
-        print(f"  it {runner.iteration:4d}  {time.perf_counter() - start:6.0f} s  {shown}", flush=True)
-    wall = time.perf_counter() - start
-    env.env.close()
-    info = {"iterations": runner.iteration, "env_steps": runner.total_env_steps, "train_wall_s": wall}
-    (run_dir / "train_summary.json").write_text(json.dumps(info, indent=2))
-    return run_dir, info
+
+    def report(runner: BatonRunner, stats: dict[str, float]) -> None:
+        if runner.iteration % args.print_every == 0 or runner.iteration == args.iterations:
+            shown = " ".join(f"{k} {stats[v]:.3g}" for k, v in PROGRESS_KEYS.items() if v in stats)
+            print(f"  it {runner.iteration:4d}  {time.perf_counter() - start:6.0f} s  {shown}", flush=True)
+
+    result = cli_train.train(inv, on_iteration=report)
+    if result.interrupted:
+        print(f"[train_wl_velocity] interrupted at iteration {result.iterations}: saved {result.checkpoint}")
+        sys.exit(cli_train.INTERRUPTED)
+    info = {"iterations": result.iterations, "env_steps": result.env_steps, "train_wall_s": result.wall_s}
+    (result.run_dir / "train_summary.json").write_text(json.dumps(info, indent=2))
+    return result.run_dir, info
 
 
 @torch.inference_mode()
@@ -118,13 +120,17 @@ def main() -> int:
     args, overrides = parser.parse_known_args()
     torch.set_num_threads(args.torch_threads)
     info: dict = {}
-    if args.eval_only:
-        inv = build_invocation([f"task={args.task}"] + ([f"run_dir={args.run_dir}"] if args.run_dir else []))
-        run_dir = find_run_dir(inv.top, inv.agent.experiment_name)
-        summary = run_dir / "train_summary.json"
-        info = json.loads(summary.read_text()) if summary.is_file() else {}
-    else:
-        run_dir, info = train(args, overrides)
+    try:
+        if args.eval_only:
+            inv = build_invocation([f"task={args.task}"] + ([f"run_dir={args.run_dir}"] if args.run_dir else []))
+            run_dir = find_run_dir(inv.top, inv.agent.experiment_name)
+            summary = run_dir / "train_summary.json"
+            info = json.loads(summary.read_text()) if summary.is_file() else {}
+        else:
+            run_dir, info = train(args, overrides)
+    except CliError as err:
+        print(f"train_wl_velocity: {err}", file=sys.stderr)
+        return 2
     result = {**info, **evaluate_tracking(args.task, run_dir, args.eval_envs, args.eval_duration, args.settle, args.speed,
                                           args.checkpoint)}
     name = "tracking_eval.json"

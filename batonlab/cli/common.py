@@ -1,83 +1,125 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""What every subcommand shares: composing the hydra config, building the task, finding runs."""
+"""What every subcommand shares: reading the options, building the task, finding runs, stopping cleanly."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import random
-from dataclasses import dataclass
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
 import torch
-from hydra import compose, initialize_config_dir
+from hydra.core.override_parser.types import Override
 from hydra.errors import HydraException
-from omegaconf import DictConfig, OmegaConf
 
 from batonlab.cli import overrides as ov
+from batonlab.cli.options import TOP_LEVEL_ONLY, CliOptions, defaults
 from batonlab.env.cfg import TaskCfg
+from batonlab.rl import checkpoint
 from batonlab.rl.cfg import RunnerCfg
-
-CONF_DIR = Path(__file__).parent / "conf"
 
 
 class CliError(Exception):
     """A user error: printed without a traceback, exit code 2."""
 
 
+USER_ERRORS = (CliError, checkpoint.CheckpointError)
+"""Errors `batonlab` prints as one line (exit code 2) instead of a traceback."""
+
+INTERRUPTED = 130
+"""Exit code after SIGINT or SIGTERM (128 + SIGINT, the shell's code for Ctrl-C)."""
+
+
 @dataclass
 class Invocation:
-    """The composed top-level options plus the task and agent configs with overrides applied."""
+    """The top-level options plus the task and agent configs with overrides applied."""
 
-    top: DictConfig
+    top: CliOptions
     task_name: str
     task: TaskCfg
     agent: RunnerCfg
+    make_task: Callable[..., TaskCfg]
+    """The task's factory, `make_task(play=...)`."""
+    task_overrides: list[Override]
+    """The parsed `env.*` / `agent.*` overrides, in command-line order."""
 
 
-def compose_top(args: list[str]) -> tuple[DictConfig, list]:
-    """Hydra-compose the top-level options; returns them and the parsed env./agent. overrides."""
+def parse_options(args: list[str]) -> tuple[CliOptions, list[Override]]:
+    """Apply the top-level overrides to the defaults; returns them and the parsed env./agent. overrides."""
     try:
         parsed = ov.parse(args)
     except HydraException as err:
-        raise CliError(f"could not parse overrides {args}: {err}") from None
-    top_args = [a for a, p in zip(args, parsed) if not p.key_or_group.startswith(("env.", "agent."))]
-    task_overrides = [p for p in parsed if p.key_or_group.startswith(("env.", "agent."))]
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+        raise CliError(f"could not parse overrides {args}: {' '.join(str(err).split())}") from None
+    top = defaults()
+    valid = [f.name for f in fields(CliOptions)]
+    task_overrides = []
+    for arg, override in zip(args, parsed):
+        key = override.key_or_group
+        if override.is_add() or override.is_force_add():
+            raise CliError(f"'{arg}': batonlab has no keys to add with '+'; valid top-level keys: {valid}, "
+                           "task keys: env.<field>=..., agent.<field>=... (see --help)")
+        if override.is_sweep_override():
+            raise CliError(f"'{arg}': sweeps are not supported; quote a value that holds commas")
+        if key.startswith(("env.", "agent.")):
+            task_overrides.append(override)
+            continue
+        if key.split(".")[0] not in valid:
+            raise CliError(f"unknown top-level key '{key}'; valid top-level keys: {valid} "
+                           "(task keys: env.<field>=..., agent.<field>=...)")
         try:
-            top = compose(config_name="batonlab", overrides=top_args)
-        except HydraException as err:
-            valid = sorted(OmegaConf.to_container(compose(config_name="batonlab")).keys())
-            raise CliError(f"{err}\nvalid top-level keys: {valid} (task options: env.<field>=..., agent.<field>=...)") from None
+            ov.apply_override(top, key, None if override.is_delete() else override.value(), delete=override.is_delete())
+        except ov.OverrideError as err:
+            raise CliError(str(err)) from None
     return top, task_overrides
 
 
 def build_invocation(args: list[str], play: bool = False) -> Invocation:
-    from batonlab.tasks import get_task
+    """Everything a command needs from its arguments, checked before any simulation is built.
 
-    top, task_overrides = compose_top(args)
+    Args:
+        args: `key=value` overrides as hydra parses them.
+        play: Build the task's play variant (play, export) instead of the training one.
+    """
+    from batonlab.tasks import get_task, list_tasks
+
+    top, task_overrides = parse_options(args)
+    _locate_run(top)
     if not top.task:
-        from batonlab.tasks import list_tasks
-
-        raise CliError(f"missing task=<name>; valid tasks: {[t.name for t in list_tasks()]}")
+        where = f" (the run folder {top.run_dir} has no config.yaml to read it from)" if top.run_dir else ""
+        raise CliError(f"missing task=<name>{where}; valid tasks: {[t.name for t in list_tasks()]}")
     try:
         entry = get_task(top.task)
     except KeyError as err:
         raise CliError(str(err.args[0])) from None
     task, agent = entry.make_cfg(play=play), entry.make_agent_cfg()
-    for p in task_overrides:
-        root_name, key = p.key_or_group.split(".", 1)
-        root = task if root_name == "env" else agent
+    for override in task_overrides:
+        if override.key_or_group in TOP_LEVEL_ONLY:
+            raise CliError(f"{override.key_or_group} is set by the top-level option; use "
+                           f"{TOP_LEVEL_ONLY[override.key_or_group]}=...")
         try:
-            ov.apply_override(root, key, None if p.is_delete() else p.value(), delete=p.is_delete(), root_name=root_name)
-        except (KeyError, TypeError) as err:
-            raise CliError(str(err.args[0])) from None
-    task.seed = int(top.seed)
-    try:
-        task.validate()
-    except ValueError as err:
-        raise CliError(str(err)) from None
-    return Invocation(top, top.task, task, agent)
+            _apply(task, agent, override)
+        except ov.OverrideError as err:
+            raise CliError(str(err)) from None
+    task.seed = top.seed
+    _validate(top, task, agent)
+    return Invocation(top, top.task, task, agent, entry.make_cfg, task_overrides)
+
+
+def play_task_cfg(inv: Invocation) -> TaskCfg:
+    """The play variant of the invocation's task with its env overrides (keys the variant lacks are skipped)."""
+    task = inv.make_task(play=True)
+    for override in inv.task_overrides:
+        if override.key_or_group.startswith("env."):
+            with contextlib.suppress(ov.UnknownKeyError):  # e.g. a push event that the play variant removes
+                _apply(task, None, override)
+    task.seed = inv.task.seed
+    return task
 
 
 def seed_everything(seed: int) -> None:
@@ -86,36 +128,152 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def new_run_dir(top: DictConfig, experiment: str) -> Path:
+def new_run_dir(top: CliOptions, experiment: str) -> Path:
     stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
     return Path(top.log_root) / experiment / stamp
 
 
-def find_run_dir(top: DictConfig, experiment: str) -> Path:
-    """`run_dir=` if given, else the newest run of the experiment that holds a checkpoint."""
+def find_run_dir(top: CliOptions, experiment: str) -> Path:
+    """`run_dir=` (or the folder of `checkpoint=`) if given, else the newest run of the experiment with a checkpoint."""
     if top.run_dir:
         path = Path(top.run_dir)
         if not path.is_dir():
             raise CliError(f"run_dir {path} does not exist")
         return path
     root = Path(top.log_root) / experiment
-    from batonlab.rl.checkpoint import latest_checkpoint
-
-    runs = sorted(p for p in root.glob("*") if p.is_dir() and latest_checkpoint(p) is not None) if root.is_dir() else []
+    runs = sorted(p for p in root.glob("*") if p.is_dir() and checkpoint.latest_checkpoint(p) is not None) if root.is_dir() else []
     if not runs:
-        raise CliError(f"no run with a checkpoint under {root}; train first or pass run_dir=...")
+        raise CliError(f"no run with a checkpoint under {root}; train first or pass run_dir=... or checkpoint=...")
     return runs[-1]
 
 
-def find_checkpoint(top: DictConfig, run_dir: Path) -> Path:
-    from batonlab.rl.checkpoint import latest_checkpoint
+def find_checkpoint(top: CliOptions, run_dir: Path) -> Path:
+    """`checkpoint=` if given (it must load), else the newest checkpoint of `run_dir` that loads.
 
+    Newer checkpoints that do not load (a file cut short by a full disk, say) are skipped with a
+    warning on stderr.
+    """
     if top.checkpoint:
         path = Path(top.checkpoint)
         if not path.is_file():
-            raise CliError(f"checkpoint {path} does not exist")
+            raise CliError(_missing_checkpoint(path))
+        try:
+            checkpoint.load(path)
+        except checkpoint.CheckpointError as err:
+            raise CliError(str(err)) from None
         return path
-    path = latest_checkpoint(run_dir)
+    path, skipped = checkpoint.latest_readable_checkpoint(run_dir)
+    for err in skipped:
+        print(f"[batonlab] warning: {err}; skipping it", file=sys.stderr)
     if path is None:
-        raise CliError(f"no model_*.pt in {run_dir}")
+        raise CliError(f"no readable model_*.pt in {run_dir}" + (f" ({len(skipped)} unreadable)" if skipped else ""))
+    if skipped:
+        print(f"[batonlab] warning: using {path.name}, the newest readable checkpoint", file=sys.stderr)
     return path
+
+
+class StopRequest:
+    """A flag for `stop_on_signals`: loops check it where stopping leaves their files complete."""
+
+    def __init__(self):
+        self.requested = False
+
+    def __call__(self) -> None:
+        self.requested = True
+
+
+@contextlib.contextmanager
+def stop_on_signals(on_stop: Callable[[], None]) -> Iterator[None]:
+    """While active, the first SIGINT (Ctrl-C) or SIGTERM calls `on_stop` instead of interrupting.
+
+    A second signal interrupts at once (KeyboardInterrupt). `on_stop` runs in the signal handler,
+    between two bytecodes of the main thread, so it should only set a flag. Outside the main thread,
+    where Python cannot install handlers, signals keep their usual effect.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signals = (signal.SIGINT, signal.SIGTERM)
+    previous = {s: signal.getsignal(s) for s in signals}
+
+    def handler(signum, frame) -> None:
+        for s in signals:
+            signal.signal(s, signal.default_int_handler)
+        on_stop()
+
+    for s in signals:
+        signal.signal(s, handler)
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+# Private functions.
+
+
+def _apply(task: TaskCfg, agent: RunnerCfg | None, override: Override) -> None:
+    root_name, key = override.key_or_group.split(".", 1)
+    root = task if root_name == "env" else agent
+    value = None if override.is_delete() else override.value()
+    ov.apply_override(root, key, value, delete=override.is_delete(), root_name=root_name)
+
+
+def _locate_run(top: CliOptions) -> None:
+    """`checkpoint=FILE` names its run folder; a run folder's config.yaml names its task."""
+    if top.checkpoint:
+        path = Path(top.checkpoint)
+        if not path.is_file():
+            raise CliError(_missing_checkpoint(path))
+        if not top.run_dir:
+            top.run_dir = str(path.parent)
+    if not top.task and top.run_dir:
+        config = Path(top.run_dir) / "config.yaml"
+        if config.is_file():
+            import yaml
+
+            top.task = (yaml.safe_load(config.read_text()) or {}).get("task_name")
+
+
+def _missing_checkpoint(path: Path) -> str:
+    others = [p.name for p in checkpoint.checkpoints(path.parent)] if path.parent.is_dir() else []
+    return f"checkpoint {path} does not exist" + (f"; {path.parent} has {others}" if others else "")
+
+
+def _validate(top: CliOptions, task: TaskCfg, agent: RunnerCfg) -> None:
+    """Values that would fail (or do nothing) only later, after the simulation is built."""
+    from batonlab.sim import BACKENDS
+
+    at_least = {
+        "max_iterations": (top.max_iterations, 1), "eval_episodes": (top.eval_episodes, 0),
+        "play.num_episodes": (top.play.num_episodes, 1), "play.video_episodes": (top.play.video_episodes, 0),
+        "play.video_height": (top.play.video_height, 1), "play.video_width": (top.play.video_width, 1),
+        "play.record_episodes": (top.play.record_episodes, 0), "agent.max_iterations": (agent.max_iterations, 1),
+        "agent.save_interval": (agent.save_interval, 1), "agent.num_steps_per_env": (agent.num_steps_per_env, 1),
+    }
+    for key, (value, low) in at_least.items():
+        if value is not None and value < low:
+            raise CliError(f"{key}={value}: expected an integer >= {low}")
+    try:
+        task.validate()
+    except ValueError as err:
+        raise CliError(str(err)) from None
+    if task.sim.backend not in BACKENDS:
+        raise CliError(f"env.sim.backend={task.sim.backend}: expected one of {list(BACKENDS)}")
+    _check_device("device", top.device)
+    _check_device("env.sim.device", task.sim.device)
+
+
+def _check_device(key: str, name: str) -> None:
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError):
+        raise CliError(f"{key}={name}: expected a torch device such as cpu, cuda or cuda:0") from None
+    if device.type != "cuda":
+        return
+    if not torch.cuda.is_available():
+        build = "this torch is a CPU build" if torch.version.cuda is None else "no CUDA device is visible"
+        raise CliError(f"{key}={name}: CUDA is not available ({build}); use {key}=cpu")
+    if device.index is not None and device.index >= torch.cuda.device_count():
+        raise CliError(f"{key}={name}: there are only {torch.cuda.device_count()} CUDA devices")

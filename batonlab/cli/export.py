@@ -3,9 +3,8 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
-
-from omegaconf import OmegaConf
 
 from batonlab.cli.common import Invocation
 from batonlab.cli.policy_loading import load_trained
@@ -16,10 +15,17 @@ from batonlab.utils.serialize import to_plain
 def run(inv: Invocation) -> int:
     inv.task.num_envs = 1
     env, runner, run_dir, ckpt = load_trained(inv)
+    if inv.top.verbose:
+        print(runner.model_summary, end="")
     out_dir = Path(inv.top.export.out_dir) if inv.top.export.out_dir else run_dir / "exported"
     training_config = {"checkpoint": str(ckpt), "env": to_plain(inv.task), "agent": to_plain(inv.agent),
-                       "cli": OmegaConf.to_container(inv.top)}
-    onnx_path, manifest_path = export(env, runner.inference_policy(), out_dir, inv.task_name, training_config)
+                       "cli": to_plain(inv.top)}
+    with warnings.catch_warnings():
+        if not inv.top.verbose:
+            # torch.onnx's exporter calls a pytree API that torch itself deprecates: nothing a user can act on.
+            warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated",
+                                    category=FutureWarning)
+        onnx_path, manifest_path = export(env, runner.inference_policy(), out_dir, inv.task_name, training_config)
     print(f"[batonlab] exported {onnx_path} and {manifest_path}")
     env.close()
     return 0

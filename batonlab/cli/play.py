@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from batonlab.cli.common import Invocation, seed_everything
+from batonlab.cli.common import INTERRUPTED, Invocation, StopRequest, seed_everything, stop_on_signals
 from batonlab.cli.policy_loading import load_trained
 from batonlab.rl.evaluate import evaluate
 from batonlab.sim.render import write_mp4
@@ -14,17 +14,31 @@ from batonlab.sim.render import write_mp4
 
 def run(inv: Invocation) -> int:
     top = inv.top
-    seed_everything(int(top.seed))
-    inv.task.num_envs = int(top.play.num_episodes)
+    seed_everything(top.seed)
+    inv.task.num_envs = top.play.num_episodes
     env, runner, run_dir, ckpt = load_trained(inv)
+    if top.verbose:
+        print(runner.model_summary, end="")
     policy = runner.inference_policy()
-    video_ids = tuple(range(min(int(top.play.video_episodes), env.num_envs))) if top.play.video else ()
-    size = (int(top.play.video_height), int(top.play.video_width))
+    video_ids = tuple(range(min(top.play.video_episodes, env.num_envs))) if top.play.video else ()
+    size = (top.play.video_height, top.play.video_width)
     recorder = _recorder(inv, env, run_dir, ckpt) if top.record else None
-    result = evaluate(env, policy, video_env_ids=video_ids, video_size=size, progress=bool(top.progress),
-                      step_callback=recorder)
+    stop = StopRequest()
+    try:
+        with stop_on_signals(stop):
+            result = evaluate(env, policy, video_env_ids=video_ids, video_size=size, progress=top.progress,
+                              step_callback=_step_callback(stop, recorder))
+    except KeyboardInterrupt:
+        result = None
+    finally:
+        # Bags get their summary and metadata.yaml however the rollout ended.
+        bags = recorder.close() if recorder is not None else []
+    if result is None:
+        closed = f"; closed {len(bags)} bags in {top.record} (their episodes cut short)" if bags else ""
+        print(f"[batonlab] interrupted{closed}")
+        env.close()
+        return INTERRUPTED
     if recorder is not None:
-        bags = recorder.close()
         print(f"[batonlab] recorded {len(bags)} episodes to {Path(top.record)}: {', '.join(b.name for b in bags)}")
     out = run_dir / "play"
     out.mkdir(parents=True, exist_ok=True)
@@ -47,6 +61,18 @@ def run(inv: Invocation) -> int:
     return 0
 
 
+def _step_callback(stop: StopRequest, recorder):
+    """`evaluate`'s step callback: record the step, or end the rollout between two steps once asked to stop."""
+
+    def step(env, obs, actions, done) -> None:
+        if stop.requested:
+            raise KeyboardInterrupt
+        if recorder is not None:
+            recorder(env, obs, actions, done)
+
+    return step
+
+
 def _recorder(inv: Invocation, env, run_dir: Path, ckpt: Path):
     """One bag per episode of the first `play.record_episodes` envs, in `record=DIR`."""
     from batonlab.logs.sim_recorder import EpisodeRecorder
@@ -61,4 +87,4 @@ def _recorder(inv: Invocation, env, run_dir: Path, ckpt: Path):
         exported = json.loads(manifest_path.read_text())
         if exported.get("training_config", {}).get("checkpoint") == str(ckpt):
             metadata.update(manifest_sha256=sha256_file(manifest_path), manifest_source="export", export_dir=str(export_dir))
-    return EpisodeRecorder(env, inv.top.record, int(inv.top.play.record_episodes), inv.task_name, metadata)
+    return EpisodeRecorder(env, inv.top.record, inv.top.play.record_episodes, inv.task_name, metadata)

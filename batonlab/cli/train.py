@@ -1,21 +1,87 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""`batonlab train task=NAME [resume=true] [env.…=…] [agent.…=…]`."""
+"""`batonlab train task=NAME [resume=true] [env.…=…] [agent.…=…]`, through `train`, the one training entry.
+
+Scripts that train (scripts/train_wl_velocity.py) call `train` with an `Invocation` built from
+their own arguments, so every run folder is made the same way.
+"""
 
 from __future__ import annotations
 
-from omegaconf import OmegaConf
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
-from batonlab.cli.common import CliError, Invocation, find_checkpoint, find_run_dir, new_run_dir, seed_everything
+from batonlab.cli.common import (
+    INTERRUPTED,
+    CliError,
+    Invocation,
+    find_checkpoint,
+    find_run_dir,
+    new_run_dir,
+    play_task_cfg,
+    seed_everything,
+    stop_on_signals,
+)
 from batonlab.env.env import BatonEnv
-from batonlab.rl import distributed
+from batonlab.rl import checkpoint, distributed
+from batonlab.rl.evaluate import EvalResult, evaluate
 from batonlab.rl.runner import BatonRunner
 from batonlab.rl.vecenv import RslRlVecEnv
 from batonlab.utils.serialize import write_yaml
 
+@dataclass
+class TrainResult:
+    """What a training run did."""
+
+    run_dir: Path
+    iterations: int
+    """Completed iterations in total (a resumed run counts its earlier ones)."""
+    env_steps: int
+    stats: dict[str, float]
+    """Statistics of the last iteration (empty if none ran)."""
+    wall_s: float
+    """Wall time of the learning loop [s]."""
+    checkpoint: Path | None
+    """The last checkpoint saved (None on ranks other than 0)."""
+    interrupted: bool
+    """Stopped by SIGINT/SIGTERM; `checkpoint` holds the last completed iteration."""
+    evaluation: EvalResult | None
+    """The closing evaluation (`eval_episodes` play episodes), if it ran."""
+
 
 def run(inv: Invocation) -> int:
+    result = train(inv)
+    if result.interrupted:
+        if result.checkpoint is not None:
+            again = [f"task={inv.task_name}", *(o.input_line for o in inv.task_overrides)]
+            if inv.top.max_iterations is not None:
+                again.append(f"max_iterations={inv.top.max_iterations}")
+            print(f"[batonlab] interrupted at iteration {result.iterations}: saved {result.checkpoint}; resume with: "
+                  f"batonlab train {' '.join(again)} resume=true run_dir={result.run_dir}")
+        return INTERRUPTED
+    if result.evaluation is not None:
+        ev = result.evaluation
+        print(f"[batonlab] {inv.task_name}: success rate {ev.success_rate:.2f} over {ev.num_episodes} episodes "
+              f"(mean return {ev.mean_return:.3f}, play settings)")
+    return 0
+
+
+def train(inv: Invocation, on_iteration: Callable[[BatonRunner, dict[str, float]], None] | None = None) -> TrainResult:
+    """Train `inv` as `batonlab train` does: a new run (or `resume=true`), config.yaml, checkpoints, logs.
+
+    SIGINT and SIGTERM stop the run after the current env step with a checkpoint of the last
+    completed iteration. Otherwise the policy is then evaluated with play's settings on
+    `eval_episodes` episodes (at most `env.num_envs`; 0 skips it).
+
+    Args:
+        inv: Options and configs from `build_invocation`.
+        on_iteration: Called after each iteration with the runner and its statistics (progress lines).
+    """
     top = inv.top
-    ctx, device = None, str(top.device)
+    if (top.run_dir or top.checkpoint) and not top.resume:
+        raise CliError("run_dir= and checkpoint= continue a run: add resume=true (a new run goes to a new folder)")
+    ctx, device = None, top.device
     if top.distributed:
         try:
             ctx = distributed.context_from_environment(device)
@@ -28,32 +94,58 @@ def run(inv: Invocation) -> int:
         distributed.init_process_group(ctx)
         print(f"[batonlab] rank {ctx.rank}/{ctx.world_size} on {device} ({ctx.backend}), seed {inv.task.seed}")
     try:
-        return _train(inv, device, ctx)
+        return _train(inv, device, ctx, on_iteration)
     finally:
         distributed.shutdown()
 
 
-def _train(inv: Invocation, device: str, ctx) -> int:
+def _train(inv: Invocation, device: str, ctx, on_iteration) -> TrainResult:
     top = inv.top
     is_main = ctx is None or ctx.is_main
     seed_everything(inv.task.seed)
     run_dir = find_run_dir(top, inv.agent.experiment_name) if top.resume else new_run_dir(top, inv.agent.experiment_name)
+    ckpt = find_checkpoint(top, run_dir) if top.resume else None
+    total = top.max_iterations if top.max_iterations is not None else inv.agent.max_iterations
     env = RslRlVecEnv(BatonEnv(inv.task))
-    runner = BatonRunner(env, inv.agent, log_dir=run_dir, device=device, distributed=ctx)
-    if top.resume:
-        ckpt = find_checkpoint(top, run_dir)
+    runner = BatonRunner(env, inv.agent, log_dir=run_dir, device=device, distributed=ctx, verbose=top.verbose)
+    if is_main:
+        for stale in checkpoint.remove_stale_temporaries(run_dir):
+            print(f"[batonlab] removed {stale.name}, left by a save that never finished")
+    if ckpt is not None:
         runner.load(ckpt)
+        if runner.iteration >= total:
+            raise CliError(f"{ckpt} is at iteration {runner.iteration} already; pass max_iterations=N with N > "
+                           f"{runner.iteration} to train further")
         print(f"[batonlab] resuming {run_dir} from {ckpt.name} (iteration {runner.iteration})")
     else:
         print(f"[batonlab] training {inv.task_name} in {run_dir}")
     # The resolved config is written after the env is built, so it is the config that ran.
     if is_main:
-        write_yaml({"task_name": inv.task_name, "cli": OmegaConf.to_container(top), "env": inv.task, "agent": inv.agent}, run_dir / "config.yaml")
-    total = int(top.max_iterations) if top.max_iterations is not None else inv.agent.max_iterations
-    stats = runner.learn(total, progress=bool(top.progress))
-    summary = ", ".join(f"{k}={stats[k]:.3f}" for k in ("Train/mean_return", "Episode/success_rate") if k in stats)
-    print(f"[batonlab] done: {runner.iteration} iterations, {runner.total_env_steps} env steps; {summary}")
-    if is_main:
-        print(f"[batonlab] checkpoints and TensorBoard logs: {run_dir}")
+        write_yaml({"task_name": inv.task_name, "cli": top, "env": inv.task, "agent": inv.agent}, run_dir / "config.yaml")
+    start = time.perf_counter()
+    with stop_on_signals(runner.request_stop):
+        stats = runner.learn(total, progress=top.progress, on_iteration=on_iteration)
+    wall_s = time.perf_counter() - start
     env.env.close()
-    return 0
+    evaluation = None
+    if not runner.stop_requested:
+        summary = ", ".join(f"{k}={stats[k]:.3f}" for k in ("Train/mean_return", "Episode/success_rate") if k in stats)
+        print(f"[batonlab] done: {runner.iteration} iterations, {runner.total_env_steps} env steps; {summary}")
+        if is_main:
+            print(f"[batonlab] checkpoints and TensorBoard logs: {run_dir}")
+        if is_main and top.eval_episodes > 0:
+            # No more envs than training ran: a small test run gets a small evaluation.
+            evaluation = _evaluate(inv, runner, min(top.eval_episodes, inv.task.num_envs))
+    return TrainResult(run_dir, runner.iteration, runner.total_env_steps, stats, wall_s, runner.last_checkpoint,
+                       runner.stop_requested, evaluation)
+
+
+def _evaluate(inv: Invocation, runner: BatonRunner, num_episodes: int) -> EvalResult:
+    """One episode per env of the task's play variant, as `batonlab play` runs it (without the video)."""
+    cfg = play_task_cfg(inv)
+    cfg.num_envs = num_episodes
+    env = BatonEnv(cfg)
+    try:
+        return evaluate(env, runner.inference_policy(), progress=inv.top.progress)
+    finally:
+        env.close()

@@ -148,9 +148,19 @@ class EpisodeRecorder:
         self._cache(env)
 
     def close(self) -> list[Path]:
-        """Close every bag still open (episodes cut short by the caller); returns all bag paths."""
+        """Close every bag still open (episodes cut short by the caller); returns all bag paths.
+
+        Each bag gets its MCAP summary and metadata.yaml even when another one fails (the first
+        failure is raised afterwards). Calling it again does nothing.
+        """
+        failures = []
         for i in list(self.recorders):
-            self._finish(i)
+            try:
+                self._finish(i)
+            except RuntimeError as err:
+                failures.append(err)
+        if failures:
+            raise failures[0]
         return self.paths
 
     # Private methods.

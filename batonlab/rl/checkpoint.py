@@ -1,5 +1,10 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Atomic checkpoint files: a crash mid-write never leaves a truncated `model_*.pt`."""
+"""Checkpoint files: atomic writes, safe loading, and finding the newest readable one in a run folder.
+
+A checkpoint is written to a temporary file next to it (`.model_<it>.pt.<random>.tmp`) and renamed
+over `model_<it>.pt`, so a crash mid-write never leaves a truncated `model_*.pt`; a process killed
+mid-write (`kill -9`) leaves the temporary, which `remove_stale_temporaries` deletes.
+"""
 
 from __future__ import annotations
 
@@ -11,14 +16,24 @@ from pathlib import Path
 import torch
 
 _CHECKPOINT = re.compile(r"model_(\d+)\.pt$")
+_TEMPORARY_GLOB = ".model_*.pt.*.tmp"
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint that cannot be used: unreadable, truncated, or made for another model."""
 
 
 def save_atomic(obj: dict, path: str | Path) -> Path:
-    """Write to a temporary file in the same folder, fsync it, then rename over `path`."""
+    """Write to a temporary file in the same folder, fsync it, then rename over `path`.
+
+    The file gets the mode of any new file of this process (0666 minus the umask), like the run's
+    other files, not the 0600 of `tempfile.mkstemp`.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
             torch.save(obj, f)
             f.flush()
@@ -31,17 +46,62 @@ def save_atomic(obj: dict, path: str | Path) -> Path:
 
 
 def load(path: str | Path, map_location: str | torch.device = "cpu") -> dict:
-    """Load a checkpoint with `weights_only=True` (no arbitrary code from pickles)."""
+    """Load a checkpoint with `weights_only=True` (no arbitrary code from pickles).
+
+    Raises:
+        FileNotFoundError: There is no file at `path`.
+        CheckpointError: The file is truncated, corrupt or not a checkpoint.
+    """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint not found: {path}")
     try:
-        return torch.load(path, map_location=map_location, weights_only=True)
+        state = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:
-        raise RuntimeError(f"checkpoint {path} is unreadable or corrupt: {err}") from err
+        reason = " ".join(str(err).split()).split(". ")[0]  # torch adds paragraphs of advice
+        raise CheckpointError(f"checkpoint {path} is unreadable (truncated or corrupt): {reason}") from err
+    if not isinstance(state, dict):
+        raise CheckpointError(f"checkpoint {path} holds a {type(state).__name__}, not a checkpoint dict")
+    return state
+
+
+def checkpoints(run_dir: str | Path) -> list[Path]:
+    """The `model_<iteration>.pt` files of a run folder, newest (highest iteration) first."""
+    found = [(int(m.group(1)), p) for p in Path(run_dir).glob("model_*.pt") if (m := _CHECKPOINT.search(p.name))]
+    return [p for _, p in sorted(found, reverse=True)]
 
 
 def latest_checkpoint(run_dir: str | Path) -> Path | None:
     """The `model_<iteration>.pt` with the highest iteration in a run folder, or None."""
-    found = [(int(m.group(1)), p) for p in Path(run_dir).glob("model_*.pt") if (m := _CHECKPOINT.search(p.name))]
-    return max(found)[1] if found else None
+    found = checkpoints(run_dir)
+    return found[0] if found else None
+
+
+def latest_readable_checkpoint(run_dir: str | Path) -> tuple[Path | None, list[CheckpointError]]:
+    """The newest checkpoint of a run folder that loads, and the errors of the newer ones skipped."""
+    skipped = []
+    for path in checkpoints(run_dir):
+        try:
+            load(path)
+            return path, skipped
+        except CheckpointError as err:
+            skipped.append(err)
+    return None, skipped
+
+
+def remove_stale_temporaries(run_dir: str | Path) -> list[Path]:
+    """Delete the temporaries of saves that never finished (a process killed mid-write); returns them.
+
+    Call it only while no other process saves into `run_dir`.
+    """
+    stale = sorted(Path(run_dir).glob(_TEMPORARY_GLOB))
+    for path in stale:
+        path.unlink(missing_ok=True)
+    return stale
+
+
+def _umask() -> int:
+    # The umask can only be read by setting it; set it straight back.
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

@@ -8,9 +8,12 @@ reader can follow one iteration from top to bottom here.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import statistics
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -33,6 +36,8 @@ class BatonRunner:
         cfg: Runner, policy and algorithm settings.
         log_dir: Run folder for checkpoints and TensorBoard events; None disables both.
         device: Device of the learner (the env may live elsewhere).
+        distributed: This process's place in a torchrun job, or None.
+        verbose: Print rsl-rl's summary of the models (otherwise kept in `model_summary`).
     """
 
     def __init__(
@@ -42,6 +47,7 @@ class BatonRunner:
         log_dir: str | Path | None = None,
         device: str = "cpu",
         distributed: DistributedContext | None = None,
+        verbose: bool = False,
     ):
         self.env = env
         self.cfg = cfg
@@ -51,10 +57,22 @@ class BatonRunner:
         self.is_main = distributed is None or distributed.is_main
         self.log_dir = Path(log_dir) if log_dir is not None and self.is_main else None
         self.train_cfg = to_rsl_rl_dict(cfg, multi_gpu=distributed.rsl_rl_cfg() if distributed else None)
-        self.alg: PPO = PPO.construct_algorithm(env.get_observations(), env, self.train_cfg, device)
+        # rsl-rl prints the observation sets and both models while it builds them; that text is
+        # kept for `verbose` callers instead of filling every command's output. Errors still raise.
+        summary = io.StringIO()
+        with contextlib.redirect_stdout(summary):
+            self.alg: PPO = PPO.construct_algorithm(env.get_observations(), env, self.train_cfg, device)
+        self.model_summary = summary.getvalue()
+        """rsl-rl's printout of the observation sets and the actor and critic models."""
+        if verbose:
+            print(self.model_summary, end="")
         self.iteration = 0
         """Number of completed learning iterations."""
         self.total_env_steps = 0
+        self.last_checkpoint: Path | None = None
+        """The checkpoint this runner saved last."""
+        self.stop_requested = False
+        """Set by `request_stop`; `learn` then returns early with a checkpoint of the last iteration."""
         self._writer = None
         self._episode_returns: deque[float] = deque(maxlen=200)
         self._episode_lengths: deque[float] = deque(maxlen=200)
@@ -63,8 +81,23 @@ class BatonRunner:
 
     # Training.
 
-    def learn(self, max_iterations: int | None = None, progress: bool = True) -> dict[str, float]:
+    def request_stop(self) -> None:
+        """Make `learn` stop soon and save the last completed iteration (safe to call from a signal handler)."""
+        self.stop_requested = True
+
+    def learn(self, max_iterations: int | None = None, progress: bool = True,
+              on_iteration: Callable[[BatonRunner, dict[str, float]], None] | None = None) -> dict[str, float]:
         """Train until `max_iterations` iterations are completed in total (resumed runs continue).
+
+        After `request_stop` it returns after the current env step (or, while the update runs, after
+        the update) and saves the last completed iteration; the transitions of a partial rollout
+        are not learned from. Under torchrun the ranks agree on stopping at the end of an
+        iteration, so they stay in step.
+
+        Args:
+            max_iterations: Total iterations (default `cfg.max_iterations`).
+            progress: Show a progress bar.
+            on_iteration: Called after each iteration with the runner and that iteration's statistics.
 
         Returns the statistics of the last iteration.
         """
@@ -78,11 +111,14 @@ class BatonRunner:
             self.alg.broadcast_parameters()  # every rank starts from rank 0's weights
         bar = tqdm(total=total, initial=self.iteration, unit="it", disable=not (progress and self.is_main), dynamic_ncols=True)
         stats: dict[str, float] = {}
+        stop_mid_iteration = self.distributed is None  # ranks must run the same updates, so they stop together
         while self.iteration < total:
             start = time.perf_counter()
             episode_logs: list[dict] = []
             with torch.inference_mode():
                 for _ in range(self.cfg.num_steps_per_env):
+                    if self.stop_requested and stop_mid_iteration:
+                        break
                     actions = self.alg.act(obs)
                     obs, rewards, dones, extras = self.env.step(actions.to(self.env.device))
                     obs, rewards, dones = obs.to(self.device), rewards.to(self.device), dones.to(self.device)
@@ -90,6 +126,8 @@ class BatonRunner:
                     self._track_episodes(rewards, dones)
                     if extras.get("log"):
                         episode_logs.append(extras["log"])
+                if self.stop_requested and stop_mid_iteration:
+                    break
                 self.alg.compute_returns(obs)
                 # Curricula that learn from the learner's signal (the bandit) see every transition's |advantage|.
                 abs_advantage = self.alg.storage.advantages.abs().reshape(self.cfg.num_steps_per_env, -1)
@@ -109,12 +147,29 @@ class BatonRunner:
                 {k: f"{stats[v]:.3g}" for k, v in (("steps/s", "Perf/steps_per_s"), ("return", "Train/mean_return"),
                                                     ("success", "Episode/success_rate")) if v in stats}
             )
+            if on_iteration is not None:
+                on_iteration(self, stats)
             if self.log_dir is not None and (self.iteration % self.cfg.save_interval == 0 or self.iteration == total):
                 self.save(self.log_dir / f"model_{self.iteration}.pt")
+            if self._agreed_stop():
+                break
         bar.close()
+        if self.stop_requested and self.log_dir is not None:
+            path = self.log_dir / f"model_{self.iteration}.pt"
+            if self.last_checkpoint != path:
+                self.save(path)
         if self._writer is not None:
             self._writer.flush()
         return stats
+
+    def _agreed_stop(self) -> bool:
+        """Whether to stop now; under torchrun, whether any rank was asked to (one tiny all-reduce)."""
+        if self.distributed is None:
+            return self.stop_requested
+        flag = torch.tensor(float(self.stop_requested), device=self.device)
+        torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
+        self.stop_requested = bool(flag.item())
+        return self.stop_requested
 
     def _track_episodes(self, rewards: torch.Tensor, dones: torch.Tensor) -> None:
         self._return_acc += rewards
@@ -169,12 +224,25 @@ class BatonRunner:
         return state
 
     def save(self, path: str | Path) -> Path:
-        return checkpoint.save_atomic(self.state_dict(), path)
+        self.last_checkpoint = checkpoint.save_atomic(self.state_dict(), path)
+        return self.last_checkpoint
 
     def load(self, path: str | Path, load_optimizer: bool = True) -> None:
+        """Restore a checkpoint of `state_dict`.
+
+        Raises:
+            FileNotFoundError: No file at `path`.
+            CheckpointError: The file is unreadable, of another version, or its models have other
+                parameters or shapes than this runner's (a checkpoint of another task or network).
+        """
         state = checkpoint.load(path, map_location=self.device)
         if state.get("version") != CHECKPOINT_VERSION:
-            raise RuntimeError(f"checkpoint {path} has version {state.get('version')}, expected {CHECKPOINT_VERSION}")
+            raise checkpoint.CheckpointError(
+                f"checkpoint {path} has version {state.get('version')}, expected {CHECKPOINT_VERSION}")
+        current = self.alg.save()
+        for model in ("actor", "critic"):
+            key = f"{model}_state_dict"
+            _check_shapes(path, model, state.get(key, {}), current[key])
         self.alg.load(state, {"actor": True, "critic": True, "optimizer": load_optimizer, "iteration": True}, strict=True)
         self.iteration = int(state["iter"])
         self.total_env_steps = int(state["total_env_steps"])
@@ -185,3 +253,17 @@ class BatonRunner:
         """The deterministic actor (mean action) in eval mode."""
         self.alg.eval_mode()
         return self.alg.get_policy()
+
+
+def _check_shapes(path: str | Path, model: str, saved: dict, current: dict) -> None:
+    """Name the first parameter whose name or shape differs between a checkpoint and this model."""
+    missing, unexpected = sorted(set(current) - set(saved)), sorted(set(saved) - set(current))
+    if missing or unexpected:
+        raise checkpoint.CheckpointError(
+            f"checkpoint {path} does not fit this {model}: parameters missing {missing}, unexpected {unexpected} "
+            "(saved with other policy settings?)")
+    for name, tensor in current.items():
+        if tuple(saved[name].shape) != tuple(tensor.shape):
+            raise checkpoint.CheckpointError(
+                f"checkpoint {path} does not fit this {model}: {model}.{name} has shape {list(saved[name].shape)} "
+                f"in the checkpoint and {list(tensor.shape)} in this model (a checkpoint of another task or network?)")
