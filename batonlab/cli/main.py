@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from batonlab.cli.common import CliError, build_invocation
+from batonlab.cli.common import INTERRUPTED, USER_ERRORS, CliError, build_invocation
 
 USAGE = """usage: batonlab <command> [key=value ...]
 
@@ -17,6 +17,8 @@ commands:
   deploy [--sim] PATH      check an export; --sim runs it sim-to-sim over ROS 2 (PATH: export, checkpoint or run)
   replay BAG [--report DIR]  replay a rosbag2 bag in simulation (open-loop, playback, policy) and report sim vs. log
   bag info|export BAG      topics, counts, rates and metadata of a bag; export its topics as CSV (--csv DIR)
+
+`batonlab train|play|export [task=NAME] --help` lists the command's options and the task's keys.
 
 examples:
   batonlab train task=arm_reach env.num_envs=512 agent.algorithm.learning_rate=3e-4 seed=1
@@ -46,6 +48,19 @@ def _list(_: list[str]) -> int:
 
     for entry in list_tasks():
         print(f"{entry.name:24s} {entry.description}")
+    return 0
+
+
+def _help(command: str, args: list[str]) -> int:
+    """`batonlab <command> [task=NAME] --help`: the command's options and the task's keys."""
+    from batonlab.cli.common import parse_options
+    from batonlab.cli.options import command_help
+
+    top, _ = parse_options([a for a in args if a not in HELP_FLAGS])
+    try:
+        print(command_help(command, top.task))
+    except KeyError as err:
+        raise CliError(str(err.args[0])) from None
     return 0
 
 
@@ -89,6 +104,11 @@ COMMANDS = {"list": _list, "train": _train, "play": _play, "export": _export, "d
             "bag": _bag}
 """Subcommands; later subsystems (deploy, replay, bag) add theirs here."""
 
+HELP_COMMANDS = ("train", "play", "export")
+"""Subcommands whose `--help` lists the options of conf/batonlab.yaml; the others parse their own flags."""
+
+HELP_FLAGS = ("-h", "--help")
+
 
 _TRAINING_STACK = {"torch", "mujoco", "rsl_rl", "tensordict", "hydra", "omegaconf", "onnx", "cv2", "tqdm", "matplotlib"}
 """Top-level modules of the `train` extra; the base install (robot side) has none of them."""
@@ -104,10 +124,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"batonlab: unknown command '{command}'; valid commands: {sorted(COMMANDS)}", file=sys.stderr)
         return 2
     try:
+        if command in HELP_COMMANDS and any(a in HELP_FLAGS for a in args):
+            return _help(command, args)
         return COMMANDS[command](args)
-    except CliError as err:
+    except USER_ERRORS as err:
         print(f"batonlab {command}: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"batonlab {command}: interrupted", file=sys.stderr)
+        return INTERRUPTED
     except ModuleNotFoundError as err:
         if (err.name or "").split(".")[0] not in _TRAINING_STACK:
             raise
