@@ -44,10 +44,13 @@ def _hydra_flags(args: list[str]) -> list[str]:
 
 
 def _list(_: list[str]) -> int:
-    from batonlab.tasks import list_tasks
+    from batonlab.tasks import list_broken_tasks, list_tasks
 
     for entry in list_tasks():
-        print(f"{entry.name:24s} {entry.description}")
+        print(f"{entry.name:24s} {entry.origin:36s} {entry.description}")
+    for broken in list_broken_tasks():
+        print(f"{broken.name:24s} {broken.origin:36s} FAILED TO LOAD: {broken.error}")
+    print("(any factory also works as task=<module>:<function>, e.g. task=my_pkg.reach:make_reach_cfg)")
     return 0
 
 
