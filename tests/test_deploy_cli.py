@@ -14,6 +14,7 @@ import pytest
 
 from batonlab.cli.common import CliError
 from batonlab.cli.main import main
+from batonlab.deploy import parse_manifest
 from ros.exports import arm_reach_manifest, make_export
 
 
@@ -31,8 +32,8 @@ def test_a_working_export_passes_the_dry_run(tmp_path, capsys):
 
 
 def test_an_onnx_with_the_wrong_widths_is_refused_though_its_hash_matches(tmp_path, capsys):
-    manifest = arm_reach_manifest()
-    obs_dim, action_dim = manifest["policy"]["obs_dim"], manifest["policy"]["action_dim"]
+    manifest = parse_manifest(arm_reach_manifest())
+    obs_dim, action_dim = manifest.obs_dim, manifest.action_dim
     export_dir = make_export(tmp_path / "export", manifest, weight=np.zeros((obs_dim + 3, action_dim)))
     code, out, err = deploy(export_dir, capsys=capsys)
     assert code != 0
@@ -54,7 +55,7 @@ def test_a_file_that_is_not_onnx_is_refused(tmp_path, capsys):
 
 
 def test_an_onnx_that_outputs_nan_is_refused(tmp_path, capsys):
-    action_dim = arm_reach_manifest()["policy"]["action_dim"]
+    action_dim = parse_manifest(arm_reach_manifest()).action_dim
     export_dir = make_export(tmp_path / "export", bias=np.full(action_dim, np.nan))
     code, out, err = deploy(export_dir, capsys=capsys)
     assert code != 0

@@ -37,7 +37,7 @@ STALE_TIMEOUT_S = 0.5
 ARM = ["shoulder_yaw", "shoulder_pitch", "elbow_pitch", "forearm_roll", "wrist_pitch", "wrist_roll"]
 FINGERS = ["finger_left", "finger_right"]
 MANIFEST = arm_reach_manifest()
-DEFAULT_POSE = MANIFEST["joints"]["default_pos"] + [0.02, 0.02]
+DEFAULT_POSE = [MANIFEST["default_joint_pos"][j] for j in ARM] + [0.02, 0.02]
 BIAS = 0.05
 """Output of the linear test policy (weights zero); the joint command is then offset + scale * BIAS."""
 ARM_ACTION = MANIFEST["actions"][0]
@@ -93,7 +93,7 @@ def test_a_cyclone_driver_gets_the_policys_joint_commands(tmp_path, reliability)
         run = robot.wait_for_state("run", timeout=0)
         commands = wait_for_commands(robot, 5, since=run["received"])
         assert commands.shape[1] == len(ARM) and np.isfinite(commands).all()
-        expected = np.array(ARM_ACTION["offset"]) + np.array(ARM_ACTION["scale"]) * BIAS
+        expected = np.array(DEFAULT_POSE[:6]) + np.array(ARM_ACTION["scale"]) * BIAS
         np.testing.assert_allclose(commands[-1], expected, atol=1e-6)
 
 

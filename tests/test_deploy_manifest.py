@@ -1,17 +1,30 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Manifest loading and validation on the robot side: schema, required fields, sizes, ONNX hash, terms."""
+"""Manifest loading and validation on the robot side: schema (v2, and v1 files as batonlab 0.1 wrote them),
+JSON round trip, required fields, sizes, ONNX hash, terms."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 
 from batonlab.deploy import DeployRuntime, ManifestError, load_manifest, parse_manifest
+from batonlab.deploy.actions import ActionProcessor
+from batonlab.deploy.manifest import Manifest, sha256_file
 from ros.exports import arm_reach_manifest, make_export
+
+V1_FILE = Path(__file__).parent / "data" / "manifest_v1_arm_reach.json"
+"""arm_reach's manifest as `batonlab export` wrote it with schema version 1 (batonlab 0.1.0)."""
+
+
+def v1_manifest() -> dict:
+    return json.loads(V1_FILE.read_text())
 
 
 def test_loads_an_export_folder_or_its_manifest(tmp_path):
@@ -22,25 +35,91 @@ def test_loads_an_export_folder_or_its_manifest(tmp_path):
         assert m.joint_names[0] == "shoulder_yaw" and len(m.joint_names) == 6
         assert m.control_dt == pytest.approx(0.02)
         assert [t.name for t in m.obs_terms] == ["joint_pos", "joint_vel", "ee_pos", "ee_target", "last_action"]
-        assert m.commands == {"ee_target": {"type": "UniformPositionCommand", "dim": 3}}
+        assert m.commands["ee_target"].dim == 3 and m.commands["ee_target"].type == "UniformPositionCommand"
         assert m.pos_limits.shape == (6, 2) and np.isfinite(m.pos_limits).all()
         assert m.kp[0] == 120.0 and m.kd[0] == 6.0 and m.torque_limits[0] == 60.0
         assert m.default_joint_pos["finger_left"] == pytest.approx(0.02)
 
 
 def test_unsupported_schema_version_is_refused(tmp_path):
-    manifest = arm_reach_manifest()
-    manifest["schema_version"] = 2
-    with pytest.raises(ManifestError, match=r"schema_version 2 is not supported; this runtime reads \[1\]"):
-        load_manifest(make_export(tmp_path, manifest))
+    out = make_export(tmp_path)
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["schema_version"] = 3
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ManifestError, match=r"manifest.json: schema_version 3 is not supported; this runtime reads \[1, 2\]"):
+        load_manifest(out)
 
 
-@pytest.mark.parametrize("section,key", [("joints", "kp"), ("policy", "obs_dim"), ("control", "dt"), ("joints", "names")])
-def test_missing_required_field_is_named(tmp_path, section, key):
+@pytest.mark.parametrize("section,key", [("joints", "kp"), ("joints", "names"), ("joints", "ctrl_range"),
+                                         ("control", "physics_dt"), ("control", "decimation"), ("policy", "input_name")])
+def test_missing_required_field_is_named(section, key):
     manifest = arm_reach_manifest()
     del manifest[section][key]
     with pytest.raises(ManifestError, match=rf"required field '{section}.{key}' is missing"):
         parse_manifest(manifest)
+
+
+@pytest.mark.parametrize("section,key", [("joints", "kp"), ("joints", "default_pos"), ("policy", "obs_dim"), ("control", "dt"),
+                                         ("joints", "names")])
+def test_missing_required_field_of_a_v1_file_is_named(section, key):
+    manifest = v1_manifest()
+    del manifest[section][key]
+    with pytest.raises(ManifestError, match=rf"required field '{section}.{key}' is missing"):
+        parse_manifest(manifest)
+
+
+def test_json_round_trip():
+    manifest = parse_manifest(arm_reach_manifest())
+    assert Manifest.from_json(manifest.to_json()) == manifest
+    # Unlimited bounds, clips, history, a hash: everything a manifest can hold survives JSON text.
+    varied = dataclasses.replace(
+        manifest.with_sha256("ab" * 32),
+        joints=dataclasses.replace(manifest.joints, pos_limits=((-np.inf, np.inf),) + manifest.joints.pos_limits[1:],
+                                   torque_limits=(np.inf,) + manifest.joints.torque_limits[1:]),
+        obs_terms=(dataclasses.replace(manifest.obs_terms[0], clip=(-1.0, 1.0), history_length=3, noise_std=0.01),
+                   *manifest.obs_terms[1:]),
+    )
+    text = json.dumps(varied.to_json(), allow_nan=False)
+    assert Manifest.from_json(json.loads(text)) == varied
+    assert varied.obs_dim == manifest.obs_dim + 12
+
+
+def test_a_v1_file_loads_as_the_manifest_of_the_same_env(tmp_path):
+    current = parse_manifest(arm_reach_manifest())
+    old = parse_manifest(v1_manifest())
+    # Version 1 has no control range (unlimited) nor training noise (0). Everything else is the same contract.
+    assert np.isinf(old.ctrl_range).all() and all(t.noise_std == 0.0 for t in old.obs_terms)
+    assert dataclasses.replace(old, joints=dataclasses.replace(old.joints, ctrl_range=current.joints.ctrl_range),
+                               obs_terms=tuple(dataclasses.replace(t, noise_std=c.noise_std)
+                                               for t, c in zip(old.obs_terms, current.obs_terms))) == current
+    assert old.control_dt == 0.02 and old.default_pos.tolist() == pytest.approx([0.0, 0.3, 1.2, 0.0, 1.0, 0.0])
+    np.testing.assert_array_equal(ActionProcessor(old).offset, ActionProcessor(current).offset)
+    # A v1 export folder (the manifest naming its ONNX file's hash) runs in the runtime.
+    out = make_export(tmp_path)
+    data = v1_manifest()
+    data["policy"]["sha256"] = sha256_file(out / "policy.onnx")
+    (out / "manifest.json").write_text(json.dumps(data, indent=2))
+    runtime = DeployRuntime(load_manifest(out), ignored_joints=["finger_left", "finger_right"])
+    assert runtime.policy(np.zeros(24, dtype=np.float32)).shape == (6,)
+
+
+def test_v1_copies_that_disagree_are_refused():
+    manifest = v1_manifest()
+    manifest["actions"][0]["offset"][1] += 0.1
+    with pytest.raises(ManifestError, match=r"actions\[0\].offset .* is neither the default pose of its joints nor zero"):
+        parse_manifest(manifest)
+    manifest = v1_manifest()
+    manifest["control"]["dt"] = 0.01
+    with pytest.raises(ManifestError, match=r"control.dt 0.01 is not control.physics_dt × control.decimation"):
+        parse_manifest(manifest)
+
+
+def test_the_test_exports_are_written_by_the_export_writer(tmp_path):
+    out = make_export(tmp_path)
+    manifest = load_manifest(out)
+    model = onnx.load(str(out / "policy.onnx"))
+    assert {p.key: p.value for p in model.metadata_props} == manifest.onnx_metadata()
+    assert json.loads((out / "manifest.json").read_text()) == manifest.to_json()
 
 
 def test_onnx_hash_mismatch_is_refused(tmp_path):
@@ -60,13 +139,21 @@ def test_missing_onnx_file_is_refused(tmp_path):
 
 
 def test_inconsistent_sizes_are_refused():
-    manifest = arm_reach_manifest()
+    manifest = v1_manifest()
     manifest["policy"]["obs_dim"] += 1
     with pytest.raises(ManifestError, match="add up to 24 columns, policy.obs_dim is 25"):
         parse_manifest(manifest)
+    for manifest in (arm_reach_manifest(), v1_manifest()):
+        manifest["joints"]["kd"] = manifest["joints"]["kd"][:-1]
+        with pytest.raises(ManifestError, match="joints.kd has 5 values for 6 joints"):
+            parse_manifest(manifest)
     manifest = arm_reach_manifest()
-    manifest["joints"]["kd"] = manifest["joints"]["kd"][:-1]
-    with pytest.raises(ManifestError, match="joints.kd has 5 values for 6 joints"):
+    manifest["actions"][0]["joints"] = manifest["actions"][0]["joints"][::-1]
+    with pytest.raises(ManifestError, match=r"the action terms' joints \['wrist_roll'.* are not joints.names"):
+        parse_manifest(manifest)
+    manifest = arm_reach_manifest()
+    del manifest["default_joint_pos"]["elbow_pitch"]
+    with pytest.raises(ManifestError, match=r"default_joint_pos has no value for the action joints \['elbow_pitch'\]"):
         parse_manifest(manifest)
 
 

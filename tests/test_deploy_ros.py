@@ -32,7 +32,7 @@ RATE_HZ = 20.0
 ARM = ["shoulder_yaw", "shoulder_pitch", "elbow_pitch", "forearm_roll", "wrist_pitch", "wrist_roll"]
 FINGERS = ["finger_left", "finger_right"]
 MANIFEST = arm_reach_manifest()
-DEFAULT_POSE = MANIFEST["joints"]["default_pos"] + [0.02, 0.02]
+DEFAULT_POSE = [MANIFEST["default_joint_pos"][j] for j in ARM] + [0.02, 0.02]
 LIMITS = np.array(MANIFEST["joints"]["pos_limits"])
 
 
@@ -86,7 +86,7 @@ def test_policy_commands_flow_after_soft_start(tmp_path):
         time.sleep(0.5)
         commands = robot.command_array()
         assert len(commands) >= 5
-        np.testing.assert_allclose(commands[-1], np.array(MANIFEST["joints"]["default_pos"]) + 0.5 * 0.05, atol=1e-6)
+        np.testing.assert_allclose(commands[-1], np.array(DEFAULT_POSE[:6]) + 0.5 * 0.05, atol=1e-6)
 
 
 def test_stopping_joint_states_stops_within_three_control_periods(tmp_path):
@@ -217,7 +217,7 @@ def test_split_joint_states_from_either_qos_drive_the_policy(tmp_path, reliabili
     with wire(tmp_path, robot_args={"joint_groups": groups, "reliability": reliability}) as (robot, node):
         time.sleep(0.5)
         commands = robot.command_array()
-        np.testing.assert_allclose(commands[-1], np.array(MANIFEST["joints"]["default_pos"]) + 0.5 * 0.05, atol=1e-6)
+        np.testing.assert_allclose(commands[-1], np.array(DEFAULT_POSE[:6]) + 0.5 * 0.05, atol=1e-6)
         assert robot.state_names()[-1] == "run"
 
 

@@ -10,7 +10,7 @@ import torch
 from batonlab.deploy import DeployRuntime, JointMismatchError, ObservationBuilder, RobotInputs, SafetyCfg, State
 from batonlab.deploy import load_manifest, parse_manifest
 from batonlab.env.env import BatonEnv
-from batonlab.export.manifest import build_manifest
+from batonlab.export.manifest import manifest_from_env
 from batonlab.tasks import make_task_cfg
 from ros.exports import arm_reach_manifest, make_export
 
@@ -36,7 +36,7 @@ def test_observation_matches_training_step_by_step(variant):
         cfg.observations["policy"].terms["joint_vel"].clip = (-1.0, 1.0)
         cfg.observations["policy"].terms["last_action"].history_length = 2
     env = BatonEnv(cfg)
-    builder = ObservationBuilder(parse_manifest(build_manifest(env, "arm_reach")))
+    builder = ObservationBuilder(manifest_from_env(env, "arm_reach"))
     obs, _ = env.reset()
     generator = torch.Generator().manual_seed(0)
     worst, resets = 0.0, 0

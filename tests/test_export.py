@@ -12,7 +12,8 @@ import pytest
 import torch
 from tensordict import TensorDict
 
-from batonlab.export.manifest import SCHEMA_VERSION, sha256_file
+from batonlab.deploy import load_manifest
+from batonlab.deploy.manifest import SCHEMA_VERSION, sha256_file
 from batonlab.export.onnx import export
 from batonlab.rl.runner import BatonRunner
 from batonlab.rl.vecenv import RslRlVecEnv
@@ -62,13 +63,31 @@ def test_onnx_has_dynamic_batch_and_metadata(exported):
     assert float(meta["batonlab.control_dt"]) == pytest.approx(0.02)
 
 
+def test_onnx_metadata_equals_the_manifest(exported):
+    _, _, onnx_path, manifest_path = exported
+    manifest = load_manifest(manifest_path)
+    meta = {p.key: json.loads(p.value) for p in onnx.load(str(onnx_path)).metadata_props}
+    assert meta == {key: json.loads(value) for key, value in manifest.onnx_metadata().items()}
+    assert meta["batonlab.task"] == manifest.task and meta["batonlab.schema_version"] == SCHEMA_VERSION
+    assert meta["batonlab.joint_names"] == list(manifest.joint_names)
+    assert meta["batonlab.default_joint_pos"] == manifest.default_pos.tolist()
+    assert meta["batonlab.action_scale"] == manifest.action_scale.tolist()
+    assert meta["batonlab.kp"] == manifest.kp.tolist() and meta["batonlab.kd"] == manifest.kd.tolist()
+    assert meta["batonlab.control_dt"] == manifest.control_dt
+    assert meta["batonlab.observation_terms"] == [t.name for t in manifest.obs_terms]
+    assert meta["batonlab.observation_scale"] == [t.scale for t in manifest.obs_terms]
+    assert meta["batonlab.observation_history_length"] == [t.history_length for t in manifest.obs_terms]
+
+
 def test_manifest_round_trips_and_hash_matches(exported):
     env, _, onnx_path, manifest_path = exported
     manifest = json.loads(manifest_path.read_text())
     assert json.loads(json.dumps(manifest)) == manifest
     assert manifest["schema_version"] == SCHEMA_VERSION
     assert manifest["policy"]["sha256"] == sha256_file(onnx_path)
-    assert manifest["policy"]["obs_dim"] == 24 and manifest["policy"]["action_dim"] == 6
+    parsed = load_manifest(manifest_path)
+    assert parsed.to_json() == manifest
+    assert parsed.obs_dim == 24 and parsed.action_dim == 6
     joints = manifest["joints"]
     assert joints["names"] == list(env.action_manager.terms["arm"].joint_names)
     # Values come from the compiled model that drove the simulator.
@@ -77,8 +96,11 @@ def test_manifest_round_trips_and_hash_matches(exported):
     assert joints["kp"] == pytest.approx(model.actuator_gainprm[act, 0].tolist())
     assert joints["kd"] == pytest.approx((-model.actuator_biasprm[act, 2]).tolist())
     assert joints["torque_limits"] == pytest.approx(model.actuator_forcerange[act, 1].tolist())
-    assert joints["default_pos"] == pytest.approx([0.0, 0.3, 1.2, 0.0, 1.0, 0.0])
-    assert manifest["control"]["rate_hz"] == pytest.approx(50.0)
+    np.testing.assert_allclose(parsed.ctrl_range, model.actuator_ctrlrange[act], rtol=1e-6)
+    assert [manifest["default_joint_pos"][j] for j in joints["names"]] == pytest.approx([0.0, 0.3, 1.2, 0.0, 1.0, 0.0])
+    assert manifest["actions"][0]["use_default_offset"] is True
+    np.testing.assert_array_equal(parsed.action_offset, env.action_manager.terms["arm"].offset.numpy())
+    assert manifest["control"] == {"physics_dt": 0.005, "decimation": 4} and parsed.control_rate_hz == pytest.approx(50.0)
     terms = manifest["observations"]["terms"]
     assert [t["name"] for t in terms] == ["joint_pos", "joint_vel", "ee_pos", "ee_target", "last_action"]
     assert sum(t["size"] * max(1, t["history_length"]) for t in terms) == 24

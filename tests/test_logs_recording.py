@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from batonlab.deploy.recording import POLICY_STEP_TYPE, BagRecorder
+from batonlab.deploy.bag_format import POLICY_STEP_TYPE
+from batonlab.deploy.recording import BagRecorder
 from batonlab.logs.bag_reader import open_bag
 
 JOINTS = [f"joint_{i}" for i in range(20)]

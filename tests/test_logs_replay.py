@@ -7,36 +7,18 @@ import json
 import shutil
 
 import numpy as np
-import onnx
 import pytest
 import torch
-from onnx import TensorProto, helper, numpy_helper
 
 from batonlab.cli.main import main
-from batonlab.export.manifest import build_manifest, sha256_file
+from batonlab.export.manifest import manifest_from_env
 from batonlab.logs.bag_reader import open_bag
 from batonlab.logs.replay import reevaluate_policy, replay_open_loop, write_playback
 from batonlab.logs.report import write_report
 from batonlab.logs.sim_recorder import EpisodeRecorder
 from batonlab.rl.evaluate import evaluate
 from tests.conftest import make_reach_env
-
-
-def write_linear_export(out_dir, env, weight: np.ndarray, bias: np.ndarray):
-    """policy.onnx computing `obs @ weight + bias` + the env's manifest.json."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    graph = helper.make_graph(
-        [helper.make_node("MatMul", ["obs", "W"], ["h"]), helper.make_node("Add", ["h", "b"], ["actions"])], "linear",
-        [helper.make_tensor_value_info("obs", TensorProto.FLOAT, ["batch", weight.shape[0]])],
-        [helper.make_tensor_value_info("actions", TensorProto.FLOAT, ["batch", weight.shape[1]])],
-        [numpy_helper.from_array(weight.astype(np.float32), "W"), numpy_helper.from_array(bias.astype(np.float32), "b")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.save(model, str(out_dir / "policy.onnx"))
-    manifest = build_manifest(env, "arm_reach")
-    manifest["policy"]["sha256"] = sha256_file(out_dir / "policy.onnx")
-    (out_dir / "manifest.json").write_text(json.dumps(manifest))
-    return out_dir
+from tests.ros.exports import make_export
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +30,7 @@ def recorded(tmp_path_factory):
     env = make_reach_env(num_envs=3, seed=3, play=True)
     rng = np.random.default_rng(0)
     weight, bias = rng.normal(0.0, 0.3, (24, 6)), rng.normal(0.0, 0.3, 6)
-    export_dir = write_linear_export(out / "export", env, weight, bias)
+    export_dir = make_export(out / "export", manifest_from_env(env, "arm_reach"), weight, bias)
     w, b = torch.as_tensor(weight, dtype=torch.float32), torch.as_tensor(bias, dtype=torch.float32)
     recorder = EpisodeRecorder(env, out, 2, "arm_reach", {"seed": 3, "export_dir": str(export_dir)},
                                prefix="arm_reach", chunk_bytes=16384)

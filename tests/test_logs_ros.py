@@ -70,7 +70,8 @@ def test_policy_node_keeps_controlling_when_recording_fails(tmp_path):
     export = make_export(tmp_path / "exported", manifest, bias=np.full(6, 0.05))
     domain = new_domain_id()
     fingers = ["finger_left", "finger_right"]
-    robot = FakeRobot(domain, manifest["joints"]["names"] + fingers, manifest["joints"]["default_pos"] + [0.02, 0.02],
+    names = manifest["joints"]["names"]
+    robot = FakeRobot(domain, names + fingers, [manifest["default_joint_pos"][n] for n in names] + [0.02, 0.02],
                       rate_hz=100.0)
     params = {"manifest": str(export), "control_rate_hz": 20.0, "ramp_time_s": 0.2, "command_topic": "joint_commands",
               "ignored_joints": fingers, "max_joint_velocity": 10.0, "record": True, "record_dir": str(tmp_path / "bags")}

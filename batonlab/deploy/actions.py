@@ -17,8 +17,8 @@ class ActionProcessor:
     """`target = offset + scale * clip(raw)` per action term, concatenated in policy order."""
 
     def __init__(self, manifest: Manifest):
-        self.scale = np.concatenate([a.scale for a in manifest.actions])
-        self.offset = np.concatenate([a.offset for a in manifest.actions])
+        self.scale = manifest.action_scale
+        self.offset = manifest.action_offset
         low, high = [], []
         for a in manifest.actions:
             lo, hi = a.clip if a.clip is not None else (-np.inf, np.inf)

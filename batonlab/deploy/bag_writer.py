@@ -1,32 +1,21 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""The writing half of `batonlab.deploy.recording`: records → ROS messages → a rosbag2 MCAP bag.
+"""Writing a bag: records (`batonlab.deploy.bag_records`) → ROS messages → a rosbag2 MCAP file in the
+batonlab layout (`batonlab.deploy.bag_format`).
 
-`BagWriter` runs where the recorder puts it: in a separate process (`python -m
-batonlab.deploy.bag_writer DATA_FD STATUS_FD`, the default, so that serialisation and disk
-I/O never take the control process's GIL or CPU time) or in a thread of the caller (simulation).
+`BagWriter` runs where the recorder (`batonlab.deploy.recording`) puts it: in a separate process
+(`python -m batonlab.deploy.bag_writer DATA_FD STATUS_FD`, the default, so that serialisation and
+disk I/O never take the control process's GIL or CPU time) or in a thread of the caller (simulation).
 
-A record is a tuple whose arrays are already bytes (cheap to copy, cheap to pickle):
-
-    ("joint_states", log_ns, header_ns, names | None, position, velocity | None, effort | None)
-    ("imu", log_ns, header_ns, frame_id, quaternion_wxyz, angular_velocity, linear_acceleration)
-    ("cmd_vel", log_ns, None, linear, angular)
-    ("joint_commands", log_ns, None, values)
-    ("vector", log_ns, header_ns, topic, frame_id, values)
-    ("policy_step", log_ns, None, step, episode, observation(f32), action_raw(f32) | None,
-                    action_filtered | None, safety_state, safety_reason, input_ns, compute_time_s)
-
-Worker protocol: frames of `uint32 length + pickle` on DATA_FD (the first frame is the
-`BagWriter` keyword arguments, then lists of records, EOF ends the bag); JSON lines on STATUS_FD
-(`ready`, `progress`, `error`, `closed`).
+Worker protocol: frames (`bag_records.read_frame`) on DATA_FD, the first holding the `BagWriter`
+keyword arguments, then lists of encoded records; EOF ends the bag. JSON lines on STATUS_FD: `ready`,
+`progress`, `error`, `closed`.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import pickle
 import signal
-import struct
 import sys
 import time
 from pathlib import Path
@@ -34,7 +23,24 @@ from typing import Any
 
 import numpy as np
 
-from batonlab.deploy.recording import MSG_TYPES, POLICY_STEP_TYPE, RecorderError, make_typestore, metadata_json
+from batonlab.deploy.bag_format import MSG_TYPES, METADATA_KEYS, make_typestore, metadata_json
+from batonlab.deploy.bag_records import (
+    ImuRecord,
+    JointCommandRecord,
+    JointStateRecord,
+    PolicyStepRecord,
+    Record,
+    TwistRecord,
+    VectorRecord,
+    decode,
+    f32_array,
+    f64_array,
+    read_frame,
+)
+
+
+class RecorderError(RuntimeError):
+    """The bag could not be created (folder exists, permissions, rosbags missing)."""
 
 
 class BagWriter:
@@ -42,7 +48,7 @@ class BagWriter:
 
     Args:
         path: Bag folder to create (it must not exist).
-        metadata: The complete metadata (format, joint names, topics …); see `recording`.
+        metadata: The complete metadata (`bag_format.bag_metadata`).
         joint_names: Default names of `joint_states` records.
         topics: Role → topic.
         chunk_bytes, chunk_interval_s: Close the current MCAP chunk (and push it to the disk) at this
@@ -68,7 +74,7 @@ class BagWriter:
         self._T = self._typestore.types
         try:
             self._writer = Writer(self.path, version=9, storage_plugin=StoragePlugin.MCAP)
-            for key in ("task", "robot", "seed", "manifest_sha256", "source"):
+            for key in METADATA_KEYS:
                 if metadata.get(key) is not None:
                     self._writer.set_custom_data(f"batonlab.{key}", str(metadata[key]))
             self._writer.set_custom_data("batonlab", metadata_json(metadata))
@@ -79,58 +85,19 @@ class BagWriter:
         self._metadata_written = False
         self._last_flush = time.monotonic()
 
-    def write(self, record: tuple) -> None:
-        """Serialise and write one record; raises on write errors (the caller stops recording)."""
-        kind, stamp_ns, header_ns = record[0], record[1], record[2]
+    def write(self, encoded: tuple) -> None:
+        """Serialise and write one encoded record (`bag_records`); raises on write errors (the caller stops recording)."""
+        record = decode(encoded)
         if not self._metadata_written:
-            self._write(self.topics["metadata"], MSG_TYPES["metadata"], stamp_ns,
-                        self._T["std_msgs/msg/String"](data=metadata_json(self.metadata)))
-            self._metadata_written = True
-        T = self._T
-        header = T["std_msgs/msg/Header"](stamp=_time(T, stamp_ns if header_ns is None else header_ns), frame_id="")
-        topic, msgtype = self.topics.get(kind), MSG_TYPES.get(kind)
-        if kind == "joint_states":
-            names, position, velocity, effort = record[3:]
-            msg = T[msgtype](header=header, name=list(self.joint_names if names is None else names), position=_f64(position),
-                             velocity=_f64(velocity), effort=_f64(effort))
-        elif kind == "imu":
-            frame_id, quat, ang_vel, lin_acc = record[3], _f64(record[4]), _f64(record[5]), _f64(record[6])
-            header.frame_id = frame_id
-            Vector3 = T["geometry_msgs/msg/Vector3"]
-            msg = T[msgtype](
-                header=header, orientation=T["geometry_msgs/msg/Quaternion"](w=quat[0], x=quat[1], y=quat[2], z=quat[3]),
-                orientation_covariance=np.zeros(9), angular_velocity=Vector3(*ang_vel), angular_velocity_covariance=np.zeros(9),
-                linear_acceleration=Vector3(*lin_acc), linear_acceleration_covariance=np.zeros(9))
-        elif kind == "cmd_vel":
-            Vector3 = T["geometry_msgs/msg/Vector3"]
-            msg = T[msgtype](linear=Vector3(*_f64(record[3])), angular=Vector3(*_f64(record[4])))
-        elif kind == "joint_commands":
-            msg = _float_array(T, _f64(record[3]), "joints")
-        elif kind == "vector":
-            topic, frame_id, values = record[3], record[4], _f64(record[5])
-            if values.size == 3:
-                header.frame_id = frame_id
-                msgtype = "geometry_msgs/msg/PointStamped"
-                msg = T[msgtype](header=header, point=T["geometry_msgs/msg/Point"](*values))
-            else:
-                msgtype = "std_msgs/msg/Float64MultiArray"
-                msg = _float_array(T, values, topic.rsplit("/", 1)[-1])
-        elif kind == "policy_step":
-            step, episode, obs, raw, filtered, state, reason, input_ns, compute_time = record[3:]
-            msg = T[POLICY_STEP_TYPE](
-                header=header, step=step, episode=episode, observation=_f32(obs), action_raw=_f32(raw),
-                action_filtered=_f64(filtered), safety_state=state, safety_reason=reason, input_stamp=_time(T, input_ns),
-                compute_time=compute_time)
-        else:
-            raise ValueError(f"unknown record kind {kind!r}")
-        self._write(topic, msgtype, stamp_ns, msg)
+            self._write_metadata(record.stamp_ns)
+        topic, msgtype, msg = self._message(record)
+        self._write(topic, msgtype, record.stamp_ns, msg)
         self._maybe_flush()
 
     def close(self, recorder_stats: dict | None = None) -> None:
         """Write the MCAP summary and metadata.yaml."""
         if not self._metadata_written:
-            self._write(self.topics["metadata"], MSG_TYPES["metadata"], 0,
-                        self._T["std_msgs/msg/String"](data=metadata_json(self.metadata)))
+            self._write_metadata(0)
         self._writer.set_custom_data("batonlab.recorder", json.dumps({"written": self.written, **(recorder_stats or {})}))
         self._writer.close()
 
@@ -142,6 +109,50 @@ class BagWriter:
             pass
 
     # Private methods.
+
+    def _write_metadata(self, stamp_ns: int) -> None:
+        self._write(self.topics["metadata"], MSG_TYPES["metadata"], stamp_ns,
+                    self._T["std_msgs/msg/String"](data=metadata_json(self.metadata)))
+        self._metadata_written = True
+
+    def _message(self, record: Record) -> tuple[str, str, Any]:
+        """(topic, type, message) of a record."""
+        T = self._T
+        header_ns = getattr(record, "header_ns", None)
+        header = T["std_msgs/msg/Header"](stamp=_time(T, record.stamp_ns if header_ns is None else header_ns), frame_id="")
+        Vector3 = T["geometry_msgs/msg/Vector3"]
+        if isinstance(record, JointStateRecord):
+            names = self.joint_names if record.names is None else record.names
+            return self.topics["joint_states"], MSG_TYPES["joint_states"], T[MSG_TYPES["joint_states"]](
+                header=header, name=list(names), position=f64_array(record.position), velocity=f64_array(record.velocity),
+                effort=f64_array(record.effort))
+        if isinstance(record, ImuRecord):
+            quat = f64_array(record.orientation_wxyz)
+            header.frame_id = record.frame_id
+            return self.topics["imu"], MSG_TYPES["imu"], T[MSG_TYPES["imu"]](
+                header=header, orientation=T["geometry_msgs/msg/Quaternion"](w=quat[0], x=quat[1], y=quat[2], z=quat[3]),
+                orientation_covariance=np.zeros(9), angular_velocity=Vector3(*f64_array(record.angular_velocity)),
+                angular_velocity_covariance=np.zeros(9), linear_acceleration=Vector3(*f64_array(record.linear_acceleration)),
+                linear_acceleration_covariance=np.zeros(9))
+        if isinstance(record, TwistRecord):
+            return self.topics["cmd_vel"], MSG_TYPES["cmd_vel"], T[MSG_TYPES["cmd_vel"]](
+                linear=Vector3(*f64_array(record.linear)), angular=Vector3(*f64_array(record.angular)))
+        if isinstance(record, JointCommandRecord):
+            return self.topics["joint_commands"], MSG_TYPES["joint_commands"], _float_array(T, f64_array(record.values), "joints")
+        if isinstance(record, VectorRecord):
+            values = f64_array(record.values)
+            if values.size == 3:
+                header.frame_id = record.frame_id
+                msgtype = "geometry_msgs/msg/PointStamped"
+                return record.topic, msgtype, T[msgtype](header=header, point=T["geometry_msgs/msg/Point"](*values))
+            return record.topic, "std_msgs/msg/Float64MultiArray", _float_array(T, values, record.topic.rsplit("/", 1)[-1])
+        if isinstance(record, PolicyStepRecord):
+            return self.topics["policy_step"], MSG_TYPES["policy_step"], T[MSG_TYPES["policy_step"]](
+                header=header, step=record.step, episode=record.episode, observation=f32_array(record.observation),
+                action_raw=f32_array(record.action_raw), action_filtered=f64_array(record.action_filtered),
+                safety_state=record.safety_state, safety_reason=record.safety_reason,
+                input_stamp=_time(T, record.input_ns), compute_time=record.compute_time_s)
+        raise ValueError(f"unknown record {type(record).__name__}")
 
     def _write(self, topic: str, msgtype: str, stamp_ns: int, msg) -> None:
         conn = self._connections.get(topic)
@@ -168,14 +179,6 @@ class BagWriter:
             self._last_flush = now
 
 
-def _f64(data) -> np.ndarray:
-    return np.zeros(0) if data is None else np.frombuffer(data, dtype=np.float64)
-
-
-def _f32(data) -> np.ndarray:
-    return np.zeros(0, dtype=np.float32) if data is None else np.frombuffer(data, dtype=np.float32)
-
-
 def _time(T, stamp_ns: int):
     sec, nanosec = divmod(int(stamp_ns), 1_000_000_000)
     return T["builtin_interfaces/msg/Time"](sec=sec, nanosec=nanosec)
@@ -188,28 +191,6 @@ def _float_array(T, values: np.ndarray, label: str):
 
 
 # The worker process.
-
-FRAME = struct.Struct("<I")
-
-
-def read_frame(fd: int):
-    """The next pickled frame from `fd`, or None at EOF."""
-    head = _read_exact(fd, FRAME.size)
-    if head is None:
-        return None
-    body = _read_exact(fd, FRAME.unpack(head)[0])
-    return None if body is None else pickle.loads(body)
-
-
-def _read_exact(fd: int, n: int) -> bytes | None:
-    parts, left = [], n
-    while left:
-        chunk = os.read(fd, left)
-        if not chunk:
-            return None
-        parts.append(chunk)
-        left -= len(chunk)
-    return b"".join(parts)
 
 
 def worker_main(data_fd: int, status_fd: int) -> int:

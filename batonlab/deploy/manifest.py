@@ -1,13 +1,21 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Loading and validating `manifest.json` (written by `batonlab export`) on the robot.
+"""The manifest: the one typed definition of the contract between training and the robot.
 
-The manifest is the contract between training and the robot: a runtime that cannot read every
-field it needs, or whose ONNX file is not the one the manifest was written for, refuses to start.
-Only the standard library and numpy are used here.
+`batonlab export` fills a `Manifest` from the env that trained the policy
+(`batonlab.export.manifest.manifest_from_env`), attaches `Manifest.onnx_metadata()` to the ONNX
+file and writes `Manifest.to_json()` as `manifest.json`; the robot reads it back with
+`load_manifest`. Every value is stored once; the others are derived (`control_dt` from the physics
+step and decimation, the action offsets and `default_pos` from `default_joint_pos`, `obs_dim` from
+the observation terms, `action_dim` from the joints).
+
+Version 2 is written; version-1 files (batonlab ≤ 0.1) still load (`batonlab.deploy.manifest_v1`).
+A runtime that cannot read every field it needs, or whose ONNX file is not the one the manifest was
+written for, refuses to start. Only the standard library and numpy are used here.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -16,86 +24,229 @@ from typing import Any
 
 import numpy as np
 
-SUPPORTED_SCHEMA_VERSIONS = (1,)
+from batonlab.deploy.manifest_json import ManifestError, numbers, required
+from batonlab.deploy.manifest_sections import (
+    ACTION_TYPES,
+    ActionTerm,
+    ActuatedJoints,
+    CommandSpec,
+    ControlTiming,
+    ObsTermLayout,
+    PolicyFile,
+)
+from batonlab.deploy.manifest_v1 import upgrade_v1
+
+__all__ = [
+    "ACTION_TYPES", "ActionTerm", "ActuatedJoints", "CommandSpec", "ControlTiming", "MANIFEST_FILE", "Manifest",
+    "ManifestError", "ObsTermLayout", "PolicyFile", "SCHEMA_VERSION", "SUPPORTED_SCHEMA_VERSIONS", "load_manifest",
+    "parse_manifest", "sha256_file",
+]
+
+SCHEMA_VERSION = 2
+"""The version `to_json` writes."""
+
+SUPPORTED_SCHEMA_VERSIONS = (1, 2)
 """Manifest schema versions this runtime reads."""
 
-ACTION_TYPES = ("joint_position", "joint_velocity", "joint_effort")
-"""Action term types this runtime can post-process."""
-
-
-class ManifestError(ValueError):
-    """A manifest that is missing, malformed, inconsistent or does not match its ONNX file."""
-
-
-@dataclass(frozen=True)
-class ObsTermSpec:
-    """One observation term as training computed it: value → clip → scale → history."""
-
-    name: str
-    func: str
-    """Training function as "module:qualname", e.g. "batonlab.env.mdp:joint_pos_rel"."""
-    params: dict[str, Any]
-    size: int
-    """Width of one frame."""
-    scale: float
-    clip: tuple[float, float] | None
-    history_length: int
-    """Stacked frames (0: the current frame only)."""
-
-    @property
-    def width(self) -> int:
-        """Columns the term occupies in the observation vector."""
-        return self.size * max(1, self.history_length)
-
-
-@dataclass(frozen=True)
-class ActionSpec:
-    """One action term: `target = offset + scale * clip(raw)` for its joints."""
-
-    name: str
-    type: str
-    joints: tuple[str, ...]
-    scale: np.ndarray
-    offset: np.ndarray
-    clip: tuple[float, float] | None
+MANIFEST_FILE = "manifest.json"
+"""Name of the manifest in an export folder."""
 
 
 @dataclass(frozen=True)
 class Manifest:
-    """A validated manifest; per-joint arrays are in policy (action) order."""
+    """Everything the robot needs to rebuild the policy input and interpret its output.
+
+    Per-joint arrays (the properties) are in policy (action) order.
+    """
 
     task: str
-    onnx_path: Path | None
-    """The ONNX file next to the manifest (None for a manifest built in memory)."""
-    input_name: str
-    output_name: str
-    obs_dim: int
-    action_dim: int
-    control_dt: float
-    """Control period [s]."""
-    joint_names: tuple[str, ...]
-    default_pos: np.ndarray
-    """Default pose of the action joints [rad or m]."""
-    pos_limits: np.ndarray
-    """(num_joints, 2) position limits, ±inf where unlimited [rad or m]."""
-    torque_limits: np.ndarray
-    """(num_joints,) actuator force limits, inf where unlimited [N·m or N]."""
-    kp: np.ndarray
-    """Position gains of the PD actuators used in training [N·m/rad]."""
-    kd: np.ndarray
-    """Damping gains [N·m·s/rad]."""
-    actions: tuple[ActionSpec, ...]
-    obs_terms: tuple[ObsTermSpec, ...]
-    commands: dict[str, dict[str, Any]]
-    """Command terms by name: {"type": class name, "dim": int}."""
+    policy: PolicyFile
+    control: ControlTiming
+    joints: ActuatedJoints
     default_joint_pos: dict[str, float]
-    """Default position of every 1-DoF joint of the training scene, by name (falls back to the action joints)."""
-    raw: dict[str, Any] = field(repr=False)
-    """The manifest as read, for logging."""
+    """Default position of every 1-DoF joint of the training scene, by name (action joints included) [rad or m]."""
+    actions: tuple[ActionTerm, ...]
+    obs_terms: tuple[ObsTermLayout, ...]
+    obs_group: str = "policy"
+    """Observation group of the training env that the policy reads."""
+    commands: dict[str, CommandSpec] = field(default_factory=dict)
+    """Command terms by name."""
+    batonlab_version: str = ""
+    training_config: dict[str, Any] = field(default_factory=dict, repr=False)
+    """How the policy was trained (checkpoint, env and agent configs); informative, never read by the robot."""
+    base_dir: Path | None = field(default=None, compare=False, repr=False)
+    """Folder of the manifest file (None for a manifest built in memory); `policy.file` is relative to it."""
+
+    def __post_init__(self):
+        action_joints = tuple(j for a in self.actions for j in a.joints)
+        if action_joints != self.joints.names:
+            raise ManifestError(f"the action terms' joints {list(action_joints)} are not joints.names {list(self.joints.names)}")
+        missing = [j for j in self.joints.names if j not in self.default_joint_pos]
+        if missing:
+            raise ManifestError(f"default_joint_pos has no value for the action joints {missing}")
+
+    # Derived values.
+
+    @property
+    def onnx_path(self) -> Path | None:
+        """The ONNX file next to the manifest (None for a manifest built in memory)."""
+        return self.base_dir / self.policy.file if self.base_dir is not None else None
+
+    @property
+    def input_name(self) -> str:
+        return self.policy.input_name
+
+    @property
+    def output_name(self) -> str:
+        return self.policy.output_name
+
+    @property
+    def obs_dim(self) -> int:
+        return sum(t.width for t in self.obs_terms)
+
+    @property
+    def action_dim(self) -> int:
+        return len(self.joints.names)
+
+    @property
+    def control_dt(self) -> float:
+        """Control period [s]."""
+        return self.control.dt
 
     @property
     def control_rate_hz(self) -> float:
-        return 1.0 / self.control_dt
+        return self.control.rate_hz
+
+    @property
+    def joint_names(self) -> tuple[str, ...]:
+        return self.joints.names
+
+    @property
+    def default_pos(self) -> np.ndarray:
+        """(num_joints,) default pose of the action joints [rad or m]."""
+        return np.array([self.default_joint_pos[j] for j in self.joints.names], dtype=np.float64)
+
+    @property
+    def pos_limits(self) -> np.ndarray:
+        """(num_joints, 2) position limits, ±inf where unlimited [rad or m]."""
+        return np.array(self.joints.pos_limits, dtype=np.float64).reshape(-1, 2)
+
+    @property
+    def ctrl_range(self) -> np.ndarray:
+        """(num_joints, 2) actuator control range, ±inf where unlimited."""
+        return np.array(self.joints.ctrl_range, dtype=np.float64).reshape(-1, 2)
+
+    @property
+    def torque_limits(self) -> np.ndarray:
+        """(num_joints,) actuator force limits, inf where unlimited [N·m or N]."""
+        return np.array(self.joints.torque_limits, dtype=np.float64)
+
+    @property
+    def kp(self) -> np.ndarray:
+        return np.array(self.joints.kp, dtype=np.float64)
+
+    @property
+    def kd(self) -> np.ndarray:
+        return np.array(self.joints.kd, dtype=np.float64)
+
+    @property
+    def action_scale(self) -> np.ndarray:
+        """(num_joints,) scale of the raw action, per joint."""
+        return np.array([s for a in self.actions for s in a.scale], dtype=np.float64)
+
+    @property
+    def action_offset(self) -> np.ndarray:
+        """(num_joints,) target offset per joint: the default position for `use_default_offset` terms, else 0."""
+        return np.array([self.default_joint_pos[j] if a.use_default_offset else 0.0 for a in self.actions for j in a.joints],
+                        dtype=np.float64)
+
+    def with_sha256(self, sha256: str) -> Manifest:
+        """A copy that names the hash of its ONNX file."""
+        return dataclasses.replace(self, policy=dataclasses.replace(self.policy, sha256=sha256))
+
+    # JSON and ONNX metadata.
+
+    def to_json(self) -> dict[str, Any]:
+        """The `manifest.json` content (schema version `SCHEMA_VERSION`)."""
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "batonlab_version": self.batonlab_version,
+            "task": self.task,
+            "policy": self.policy.to_json(),
+            "control": self.control.to_json(),
+            "joints": self.joints.to_json(),
+            "default_joint_pos": dict(self.default_joint_pos),
+            "actions": [a.to_json() for a in self.actions],
+            "observations": {"group": self.obs_group, "terms": [t.to_json() for t in self.obs_terms]},
+            "commands": {name: c.to_json() for name, c in self.commands.items()},
+            "training_config": self.training_config,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], base_dir: Path | None = None) -> Manifest:
+        """Validate a version-2 manifest dictionary; errors name the field (`parse_manifest` reads every version)."""
+        if data.get("schema_version") != SCHEMA_VERSION:
+            raise ManifestError(f"schema_version {data.get('schema_version')!r} is not {SCHEMA_VERSION}")
+        observations = required(data, "", "observations", dict)
+        default_joint_pos = required(data, "", "default_joint_pos", dict)
+        commands = data.get("commands") or {}
+        if not isinstance(commands, dict):
+            raise ManifestError(f"field 'commands' should be an object, got {type(commands).__name__}")
+        training_config = data.get("training_config") or {}
+        return cls(
+            task=str(data.get("task", "")),
+            policy=PolicyFile.from_json(required(data, "", "policy", dict)),
+            control=ControlTiming.from_json(required(data, "", "control", dict)),
+            joints=ActuatedJoints.from_json(required(data, "", "joints", dict)),
+            default_joint_pos=dict(zip(map(str, default_joint_pos), numbers(list(default_joint_pos.values()), "default_joint_pos"))),
+            actions=tuple(ActionTerm.from_json(a, f"actions[{k}]") for k, a in enumerate(required(data, "", "actions", list))),
+            obs_terms=tuple(ObsTermLayout.from_json(t, f"observations.terms[{k}]")
+                            for k, t in enumerate(required(observations, "observations", "terms", list))),
+            obs_group=str(observations.get("group", "policy")),
+            commands={str(name): CommandSpec.from_json(c, f"commands.{name}") for name, c in commands.items()},
+            batonlab_version=str(data.get("batonlab_version", "")),
+            training_config=training_config if isinstance(training_config, dict) else {},
+            base_dir=base_dir,
+        )
+
+    def onnx_metadata(self) -> dict[str, str]:
+        """The contract as ONNX `metadata_props` ("batonlab.<key>" → JSON), so the file alone says which
+        joints, gains, rate and observation terms it expects."""
+        values = {
+            "schema_version": SCHEMA_VERSION,
+            "task": self.task,
+            "joint_names": list(self.joint_names),
+            "default_joint_pos": self.default_pos.tolist(),
+            "action_scale": self.action_scale.tolist(),
+            "kp": list(self.joints.kp),
+            "kd": list(self.joints.kd),
+            "control_dt": self.control_dt,
+            "observation_terms": [t.name for t in self.obs_terms],
+            "observation_scale": [t.scale for t in self.obs_terms],
+            "observation_clip": [list(t.clip) if t.clip is not None else None for t in self.obs_terms],
+            "observation_history_length": [t.history_length for t in self.obs_terms],
+        }
+        return {f"batonlab.{key}": json.dumps(value) for key, value in values.items()}
+
+
+# Reading a manifest file.
+
+
+def parse_manifest(data: dict[str, Any], where: str = "manifest", base_dir: Path | None = None) -> Manifest:
+    """Validate a manifest dictionary of any supported schema version into a `Manifest`.
+
+    Raises:
+        ManifestError: with a message naming `where` and the offending field.
+    """
+    try:
+        if not isinstance(data, dict):
+            raise ManifestError(f"expected a JSON object, got {type(data).__name__}")
+        version = data.get("schema_version")
+        if version not in SUPPORTED_SCHEMA_VERSIONS:
+            raise ManifestError(f"schema_version {version!r} is not supported; this runtime reads {list(SUPPORTED_SCHEMA_VERSIONS)}")
+        return Manifest.from_json(upgrade_v1(data) if version == 1 else data, base_dir)
+    except ManifestError as err:
+        raise ManifestError(f"{where}: {err}") from None
 
 
 def load_manifest(path: str | Path, verify_hash: bool = True) -> Manifest:
@@ -110,7 +261,7 @@ def load_manifest(path: str | Path, verify_hash: bool = True) -> Manifest:
     """
     path = Path(path)
     if path.is_dir():
-        path = path / "manifest.json"
+        path = path / MANIFEST_FILE
     if not path.is_file():
         raise ManifestError(f"manifest not found: {path}")
     try:
@@ -118,10 +269,10 @@ def load_manifest(path: str | Path, verify_hash: bool = True) -> Manifest:
     except json.JSONDecodeError as err:
         raise ManifestError(f"{path}: not valid JSON ({err})") from None
     manifest = parse_manifest(data, where=str(path), base_dir=path.parent)
-    if manifest.onnx_path is None or not manifest.onnx_path.is_file():
+    if not manifest.onnx_path.is_file():
         raise ManifestError(f"{path}: policy file {manifest.onnx_path} does not exist")
     if verify_hash:
-        expected = data["policy"].get("sha256")
+        expected = manifest.policy.sha256
         if not expected:
             raise ManifestError(f"{path}: policy.sha256 is empty; re-export the policy with `batonlab export`")
         actual = sha256_file(manifest.onnx_path)
@@ -133,154 +284,9 @@ def load_manifest(path: str | Path, verify_hash: bool = True) -> Manifest:
     return manifest
 
 
-def parse_manifest(data: dict[str, Any], where: str = "manifest", base_dir: Path | None = None) -> Manifest:
-    """Validate a manifest dictionary (schema version, required fields, sizes) into a `Manifest`."""
-    if not isinstance(data, dict):
-        raise ManifestError(f"{where}: expected a JSON object, got {type(data).__name__}")
-    version = data.get("schema_version")
-    if version not in SUPPORTED_SCHEMA_VERSIONS:
-        raise ManifestError(
-            f"{where}: schema_version {version!r} is not supported; this runtime reads {list(SUPPORTED_SCHEMA_VERSIONS)}"
-        )
-    get = _Getter(data, where)
-    policy, control, joints = get.section("policy"), get.section("control"), get.section("joints")
-    names = tuple(get.field(joints, "joints", "names", list))
-    n = len(names)
-    if len(set(names)) != n:
-        raise ManifestError(f"{where}: joints.names has duplicates: {sorted({j for j in names if names.count(j) > 1})}")
-
-    def per_joint(key: str, fill: float) -> np.ndarray:
-        values = get.field(joints, "joints", key, list)
-        if len(values) != n:
-            raise ManifestError(f"{where}: joints.{key} has {len(values)} values for {n} joints")
-        return _floats(values, fill, f"{where}: joints.{key}")
-
-    pos_limits_raw = get.field(joints, "joints", "pos_limits", list)
-    if len(pos_limits_raw) != n or any(not isinstance(r, list) or len(r) != 2 for r in pos_limits_raw):
-        raise ManifestError(f"{where}: joints.pos_limits must hold one [low, high] pair per joint")
-    pos_limits = np.array(
-        [[-np.inf if lo is None else float(lo), np.inf if hi is None else float(hi)] for lo, hi in pos_limits_raw]
-    )
-
-    actions = []
-    for k, a in enumerate(get.field(data, "", "actions", list)):
-        label = f"actions[{k}]"
-        a_type = get.field(a, label, "type", str)
-        if a_type not in ACTION_TYPES:
-            raise ManifestError(f"{where}: {label}.type '{a_type}' is not supported; known types: {list(ACTION_TYPES)}")
-        a_joints = tuple(get.field(a, label, "joints", list))
-        scale = _floats(get.field(a, label, "scale", list), np.nan, f"{where}: {label}.scale")
-        offset = _floats(get.field(a, label, "offset", list), np.nan, f"{where}: {label}.offset")
-        if len(scale) != len(a_joints) or len(offset) != len(a_joints):
-            raise ManifestError(f"{where}: {label} needs one scale and one offset per joint")
-        clip = a.get("clip")
-        actions.append(ActionSpec(get.field(a, label, "name", str), a_type, a_joints, scale, offset, _clip(clip, f"{where}: {label}.clip")))
-    action_joints = tuple(j for a in actions for j in a.joints)
-    if action_joints != names:
-        raise ManifestError(f"{where}: the action terms' joints {list(action_joints)} are not joints.names {list(names)}")
-    action_dim = int(get.field(policy, "policy", "action_dim", int))
-    if action_dim != n:
-        raise ManifestError(f"{where}: policy.action_dim is {action_dim} but there are {n} action joints")
-
-    observations = get.section("observations")
-    terms = []
-    for k, t in enumerate(get.field(observations, "observations", "terms", list)):
-        label = f"observations.terms[{k}]"
-        size, history = int(get.field(t, label, "size", int)), int(get.field(t, label, "history_length", int))
-        if size < 1 or history < 0:
-            raise ManifestError(f"{where}: {label} has size {size} and history_length {history}")
-        terms.append(
-            ObsTermSpec(
-                name=get.field(t, label, "name", str),
-                func=get.field(t, label, "func", str),
-                params=dict(t.get("params") or {}),
-                size=size,
-                scale=float(get.field(t, label, "scale", (int, float))),
-                clip=_clip(t.get("clip"), f"{where}: {label}.clip"),
-                history_length=history,
-            )
-        )
-    obs_dim = int(get.field(policy, "policy", "obs_dim", int))
-    if sum(t.width for t in terms) != obs_dim:
-        raise ManifestError(f"{where}: observation terms add up to {sum(t.width for t in terms)} columns, policy.obs_dim is {obs_dim}")
-
-    dt = float(get.field(control, "control", "dt", (int, float)))
-    if not dt > 0:
-        raise ManifestError(f"{where}: control.dt must be > 0, got {dt}")
-    commands = {}
-    for name, c in (data.get("commands") or {}).items():
-        commands[name] = {"type": str(c.get("type", "")), "dim": int(get.field(c, f"commands.{name}", "dim", int))}
-    default_pos = per_joint("default_pos", np.nan)
-    by_name = dict(zip(names, default_pos.tolist()))
-    by_name.update({str(k): float(v) for k, v in (data.get("default_joint_pos") or {}).items()})
-    onnx_file = get.field(policy, "policy", "file", str)
-    return Manifest(
-        task=str(data.get("task", "")),
-        onnx_path=(base_dir / onnx_file) if base_dir is not None else None,
-        input_name=get.field(policy, "policy", "input_name", str),
-        output_name=get.field(policy, "policy", "output_name", str),
-        obs_dim=obs_dim,
-        action_dim=action_dim,
-        control_dt=dt,
-        joint_names=names,
-        default_pos=default_pos,
-        pos_limits=pos_limits,
-        torque_limits=per_joint("torque_limits", np.inf),
-        kp=per_joint("kp", np.nan),
-        kd=per_joint("kd", np.nan),
-        actions=tuple(actions),
-        obs_terms=tuple(terms),
-        commands=commands,
-        default_joint_pos=by_name,
-        raw=data,
-    )
-
-
 def sha256_file(path: str | Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
-
-
-# Private helpers.
-
-
-class _Getter:
-    """Required-field access with errors that name the file and the field."""
-
-    def __init__(self, data: dict, where: str):
-        self.data, self.where = data, where
-
-    def section(self, key: str) -> dict:
-        return self.field(self.data, "", key, dict)
-
-    def field(self, obj: dict, label: str, key: str, types):
-        name = f"{label}.{key}" if label else key
-        if not isinstance(obj, dict) or key not in obj or obj[key] is None:
-            raise ManifestError(f"{self.where}: required field '{name}' is missing")
-        value = obj[key]
-        if not isinstance(value, types) or (types is int and isinstance(value, bool)):
-            expected = types.__name__ if isinstance(types, type) else "/".join(t.__name__ for t in types)
-            raise ManifestError(f"{self.where}: field '{name}' should be {expected}, got {type(value).__name__}")
-        return value
-
-
-def _floats(values: list, fill: float, where: str) -> np.ndarray:
-    """JSON lists with null for unbounded values → float64 array."""
-    try:
-        out = np.array([fill if v is None else float(v) for v in values], dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ManifestError(f"{where}: expected numbers, got {values!r}") from None
-    if np.isnan(out).any():
-        raise ManifestError(f"{where}: null where a number is required: {values!r}")
-    return out
-
-
-def _clip(value, where: str) -> tuple[float, float] | None:
-    if value is None:
-        return None
-    if not isinstance(value, (list, tuple)) or len(value) != 2:
-        raise ManifestError(f"{where}: expected [low, high] or null, got {value!r}")
-    return float(value[0]), float(value[1])

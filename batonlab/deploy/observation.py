@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from batonlab.deploy.manifest import Manifest, ManifestError, ObsTermSpec
+from batonlab.deploy.manifest import Manifest, ManifestError, ObsTermLayout
 
 
 @dataclass
@@ -107,7 +107,7 @@ class GeneratedCommand:
         if command not in ctx.manifest.commands:
             raise ManifestError(f"observation reads command '{command}', which the manifest does not list")
         self.name = command
-        self.size = ctx.commands[command] = ctx.manifest.commands[command]["dim"]
+        self.size = ctx.commands[command] = ctx.manifest.commands[command].dim
 
     def __call__(self, inputs: RobotInputs) -> np.ndarray:
         return inputs.vectors[self.name]
@@ -134,7 +134,7 @@ OBS_FUNCS: dict[str, type] = {
 """Training function → numpy twin. A term is added here together with a parity test."""
 
 
-def build_term(ctx: ObsContext, spec: ObsTermSpec):
+def build_term(ctx: ObsContext, spec: ObsTermLayout):
     """The numpy twin of one manifest term, with its parameters checked."""
     cls = OBS_FUNCS.get(spec.func)
     if cls is None:

@@ -1,33 +1,13 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Recording a policy's inputs and outputs to rosbag2 (MCAP storage) with `rosbags`.
+"""Recording a policy's inputs and outputs to a batonlab bag (`batonlab.deploy.bag_format`) without
+ever blocking the control loop.
 
-The robot side (`policy_node`) and simulation (`batonlab play record=DIR`) write the same bag
-layout, so `batonlab replay` and `batonlab bag` read either:
-
-    /joint_states           sensor_msgs/msg/JointState         measured joint positions, velocities, efforts
-    /imu                    sensor_msgs/msg/Imu                base orientation (wxyz), angular velocity, acceleration
-    /cmd_vel                geometry_msgs/msg/Twist            velocity command, when the task has one
-    /commands/<name>        geometry_msgs/msg/PointStamped     task commands (3-vectors), else Float64MultiArray
-    /sensors/<name>         geometry_msgs/msg/PointStamped     sensors the policy reads (3-vectors), else Float64MultiArray
-    /joint_commands         std_msgs/msg/Float64MultiArray     joint targets sent to the servos (PD targets)
-    /batonlab/policy_step   batonlab_msgs/msg/PolicyStep       observation, raw and filtered action, safety state
-    /batonlab/metadata      std_msgs/msg/String                JSON metadata (first message of the bag)
-
-The PolicyStep definition (`POLICY_STEP_MSG`) is stored in the bag like every other type, so any
-rosbag2 reader deserialises it without batonlab installed.
-
-Metadata (task, robot, seed, manifest sha256, joint order, initial state …) is written twice: in
-`metadata.yaml` under `custom_data` (`batonlab.task`, …, and the whole JSON under `batonlab`),
-which rosbag2 writes when the bag is closed, and as the JSON first message of `/batonlab/metadata`,
-which survives a crash or a truncated file.
-
-The control loop never waits for the disk, nor shares its CPU time with serialisation: the
-`BagRecorder` methods copy their arguments (as bytes) into a bounded queue and return; a small
-thread forwards them through a pipe to a writer process (`batonlab.deploy.bag_writer`) that
-builds the messages, serialises them and writes the bag. A write error (disk full, file system
-gone) stops the recording, not the caller: `ok` turns False and `error` says why. The writer
-process also closes the bag properly if the recording process dies. This module imports numpy,
-rosbags and the standard library only.
+The `BagRecorder` methods copy their arguments (as bytes, `batonlab.deploy.bag_records`) into a
+bounded queue and return; a small thread forwards them through a pipe to a writer process
+(`batonlab.deploy.bag_writer`) that builds the messages, serialises them and writes the bag. A write
+error (disk full, file system gone) stops the recording, not the caller: `ok` turns False and
+`error` says why. The writer process also closes the bag properly if the recording process dies.
+This module imports numpy and the standard library only (rosbags is imported where the bag is written).
 """
 
 from __future__ import annotations
@@ -35,7 +15,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import pickle
 import queue
 import select
 import subprocess
@@ -46,83 +25,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from batonlab.deploy.bag_format import COMMAND_TOPIC_PREFIX, DEFAULT_TOPICS, SENSOR_TOPIC_PREFIX, bag_metadata, metadata_json
+from batonlab.deploy.bag_records import (
+    encode_frame,
+    imu_record,
+    joint_command_record,
+    joint_state_record,
+    policy_step_record,
+    twist_record,
+    vector_record,
+)
+from batonlab.deploy.bag_writer import BagWriter, RecorderError
 
-POLICY_STEP_TYPE = "batonlab_msgs/msg/PolicyStep"
-"""ROS type name of the batonlab per-step message."""
-
-POLICY_STEP_MSG = """\
-# One control step of a batonlab policy (written by batonlab.deploy.recording).
-std_msgs/Header header              # stamp: time of the control step
-uint64 step                         # policy step index since the start of the recording
-uint32 episode                      # episode index (simulation); 0 on a robot
-float32[] observation               # policy input, in the manifest's observation layout
-float32[] action_raw                # policy output, before post-processing
-float64[] action_filtered           # joint targets after post-processing and the safety filter (joint order)
-string safety_state                 # passive | ramp | run | stop; "sim" in simulation
-string safety_reason                # why the safety filter is in that state
-builtin_interfaces/Time input_stamp # header stamp of the joint states the step used (zero: same as header)
-float64 compute_time                # wall time of the control step [s]; 0 when not measured
-"""
-"""`batonlab_msgs/msg/PolicyStep` as a .msg definition."""
-
-BAG_FORMAT = "batonlab-bag/1"
-"""Value of `format` in the metadata; bumped when the layout changes."""
-
-DEFAULT_TOPICS = {
-    "joint_states": "/joint_states",
-    "imu": "/imu",
-    "cmd_vel": "/cmd_vel",
-    "joint_commands": "/joint_commands",
-    "policy_step": "/batonlab/policy_step",
-    "metadata": "/batonlab/metadata",
-}
-"""Role → topic. The roles used by a bag are stored in its metadata under `topics`."""
-
-COMMAND_TOPIC_PREFIX = "/commands/"
-"""Task commands are recorded on `/commands/<name>`."""
-
-SENSOR_TOPIC_PREFIX = "/sensors/"
-"""Sensors the policy reads by name are recorded on `/sensors/<name>`."""
-
-MSG_TYPES = {
-    "joint_states": "sensor_msgs/msg/JointState",
-    "imu": "sensor_msgs/msg/Imu",
-    "cmd_vel": "geometry_msgs/msg/Twist",
-    "joint_commands": "std_msgs/msg/Float64MultiArray",
-    "policy_step": POLICY_STEP_TYPE,
-    "metadata": "std_msgs/msg/String",
-}
+__all__ = ["BagRecorder", "RecorderError"]
 
 log = logging.getLogger("batonlab.deploy.recording")
-
-
-class RecorderError(RuntimeError):
-    """The bag could not be created (folder exists, permissions, rosbags missing)."""
-
-
-def make_typestore():
-    """A rosbags typestore with the ROS 2 Jazzy messages and `batonlab_msgs/msg/PolicyStep`."""
-    from rosbags.typesys import Stores, get_types_from_msg, get_typestore
-
-    store = get_typestore(Stores.ROS2_JAZZY)
-    store.register(get_types_from_msg(POLICY_STEP_MSG, POLICY_STEP_TYPE))
-    return store
-
-
-def _json_default(value):
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, Path):
-        return str(value)
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
-
-
-def metadata_json(metadata: dict[str, Any]) -> str:
-    """The metadata as JSON (numpy arrays become lists)."""
-    return json.dumps(metadata, default=_json_default, sort_keys=True)
 
 
 _STOP = object()
@@ -173,13 +90,7 @@ class BagRecorder:
         self.joint_names = tuple(joint_names)
         self.command_joint_names = tuple(command_joint_names if command_joint_names is not None else joint_names)
         self.topics = {**DEFAULT_TOPICS, **(topics or {})}
-        self.metadata = {
-            "format": BAG_FORMAT,
-            **(metadata or {}),
-            "joint_names": list(self.joint_names),
-            "command_joint_names": list(self.command_joint_names),
-            "topics": dict(self.topics),
-        }
+        self.metadata = bag_metadata(metadata or {}, self.joint_names, self.command_joint_names, self.topics)
         self.queue_size = int(queue_size)
         self.isolate = bool(isolate)
         # Status: written by the forwarding/writing thread, read by anyone.
@@ -206,8 +117,6 @@ class BagRecorder:
             self._start_process(config)
             target = self._forward
         else:
-            from batonlab.deploy.bag_writer import BagWriter
-
             self._writer = BagWriter(**config)
             target = self._write_here
         self._thread = threading.Thread(target=target, name=f"bag-recorder:{self.path.name}", daemon=True)
@@ -235,36 +144,34 @@ class BagRecorder:
     def joint_state(self, stamp_ns: int, position, velocity=None, effort=None, names: Sequence[str] | None = None,
                     header_ns: int | None = None) -> None:
         """Joint positions [rad or m], velocities and efforts [N·m or N] of `names` (default `joint_names`)."""
-        self._put(("joint_states", int(stamp_ns), header_ns, None if names is None else tuple(names), _b64(position),
-                   _opt64(velocity), _opt64(effort)))
+        self._put(joint_state_record(stamp_ns, header_ns, names, position, velocity, effort))
 
     def imu(self, stamp_ns: int, orientation_wxyz, angular_velocity, linear_acceleration, frame_id: str = "",
             header_ns: int | None = None) -> None:
         """Base orientation (quaternion wxyz), angular velocity [rad/s] and proper acceleration [m/s²]."""
-        self._put(("imu", int(stamp_ns), header_ns, str(frame_id), _b64(orientation_wxyz), _b64(angular_velocity),
-                   _b64(linear_acceleration)))
+        self._put(imu_record(stamp_ns, header_ns, frame_id, orientation_wxyz, angular_velocity, linear_acceleration))
 
     def twist(self, stamp_ns: int, linear, angular) -> None:
         """A velocity command [m/s, rad/s]."""
-        self._put(("cmd_vel", int(stamp_ns), None, _b64(linear), _b64(angular)))
+        self._put(twist_record(stamp_ns, linear, angular))
 
     def joint_command(self, stamp_ns: int, values) -> None:
         """The joint targets sent to the servos, in `command_joint_names` order."""
-        self._put(("joint_commands", int(stamp_ns), None, _b64(values)))
+        self._put(joint_command_record(stamp_ns, values))
 
     def task_command(self, name: str, stamp_ns: int, values, frame_id: str = "", header_ns: int | None = None) -> None:
         """A task command (e.g. a reach target) on `/commands/<name>`."""
-        self._put(("vector", int(stamp_ns), header_ns, COMMAND_TOPIC_PREFIX + name, str(frame_id), _b64(values)))
+        self._put(vector_record(stamp_ns, header_ns, COMMAND_TOPIC_PREFIX + name, frame_id, values))
 
     def sensor(self, name: str, stamp_ns: int, values, frame_id: str = "", header_ns: int | None = None) -> None:
         """A sensor the policy reads by name (e.g. the tool point `ee_pos_b`) on `/sensors/<name>`."""
-        self._put(("vector", int(stamp_ns), header_ns, SENSOR_TOPIC_PREFIX + name, str(frame_id), _b64(values)))
+        self._put(vector_record(stamp_ns, header_ns, SENSOR_TOPIC_PREFIX + name, frame_id, values))
 
     def policy_step(self, stamp_ns: int, step: int, observation, action_raw, action_filtered=None, safety_state: str = "",
                     safety_reason: str = "", episode: int = 0, input_ns: int = 0, compute_time_s: float = 0.0) -> None:
         """One control step: the observation the policy saw, its raw output and the filtered targets."""
-        self._put(("policy_step", int(stamp_ns), None, int(step), int(episode), _b32(observation), _opt32(action_raw),
-                   _opt64(action_filtered), str(safety_state), str(safety_reason), int(input_ns), float(compute_time_s)))
+        self._put(policy_step_record(stamp_ns, step, episode, observation, action_raw, action_filtered, safety_state,
+                                     safety_reason, input_ns, compute_time_s))
 
     def close(self, timeout_s: float = 30.0) -> dict[str, Any]:
         """Write what is queued, the bag's summary and metadata.yaml; returns `status()`.
@@ -382,9 +289,8 @@ class BagRecorder:
             raise RecorderError(reason)
 
     def _send(self, obj) -> None:
-        """One frame (uint32 length + pickle) to the writer process; blocks while the pipe is full."""
-        data = pickle.dumps(obj, protocol=5)
-        view = memoryview(len(data).to_bytes(4, "little") + data)
+        """One frame to the writer process; blocks while the pipe is full."""
+        view = memoryview(encode_frame(obj))
         while view:
             if self._data_fd is None:
                 raise BrokenPipeError("the recorder is closed")
@@ -466,23 +372,3 @@ class BagRecorder:
             self._process.kill()
             self._process.wait()
         os.close(self._status_fd)
-
-
-def _b64(values) -> bytes:
-    if type(values) is np.ndarray and values.dtype == np.float64:  # the common case, 3x faster
-        return values.tobytes()
-    return np.asarray(values, dtype=np.float64).tobytes()
-
-
-def _b32(values) -> bytes:
-    if type(values) is np.ndarray and values.dtype == np.float32:
-        return values.tobytes()
-    return np.asarray(values, dtype=np.float32).tobytes()
-
-
-def _opt64(values) -> bytes | None:
-    return None if values is None else _b64(values)
-
-
-def _opt32(values) -> bytes | None:
-    return None if values is None else _b32(values)

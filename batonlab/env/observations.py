@@ -1,34 +1,19 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Observation groups: each term is computed, noised, clipped, scaled and stacked in history.
 
-The same per-term recipe (scale, clip, history) is written to the export manifest, and
-`batonlab.deploy` rebuilds the policy input from it on the robot.
+Each term's layout (`ObsTermLayout`, defined once in `batonlab.deploy.manifest`) is what the export
+writes to the manifest, and `batonlab.deploy` rebuilds the policy input from it on the robot.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 from tensordict import TensorDict
 
+from batonlab.deploy.manifest import ObsTermLayout
 from batonlab.env.cfg import ObsGroupCfg, ObsTermCfg
 from batonlab.env.terms import build_term, qualified_name, reset_term
-
-
-@dataclass
-class ObsTermLayout:
-    """Where a term sits in its group's vector, and how it was processed."""
-
-    name: str
-    size: int
-    """Width of one frame of the term."""
-    history_length: int
-    """Stacked past frames (0: current only); the term occupies size * max(1, history_length) columns."""
-    scale: float
-    clip: tuple[float, float] | None
-    noise_std: float
-    func: str
+from batonlab.utils.serialize import to_plain
 
 
 class ObservationManager:
@@ -55,12 +40,14 @@ class ObservationManager:
                 if t.history_length > 0:
                     self._history[(group, name)] = torch.zeros(env.num_envs, t.history_length, size, device=env.device)
                 self.layout[group].append(
-                    ObsTermLayout(name, size, t.history_length, t.scale, t.clip, t.noise_std, qualified_name(t.func))
+                    ObsTermLayout(name=name, func=qualified_name(t.func), params=to_plain(t.params), size=size,
+                                  history_length=t.history_length, scale=float(t.scale),
+                                  clip=tuple(map(float, t.clip)) if t.clip is not None else None, noise_std=float(t.noise_std))
                 )
         self._fresh = torch.ones(env.num_envs, dtype=torch.bool, device=env.device)
 
     def group_dim(self, group: str) -> int:
-        return sum(t.size * max(1, t.history_length) for t in self.layout[group])
+        return sum(t.width for t in self.layout[group])
 
     def compute(self) -> TensorDict:
         """All groups for the current state; advances history buffers by one frame."""

@@ -3,22 +3,24 @@
 
 from __future__ import annotations
 
-import json
 import logging
+import tempfile
 from pathlib import Path
 
 import onnx
 import torch
 
-from batonlab.export.manifest import build_manifest, sha256_file, write_manifest
+from batonlab.export.manifest import manifest_from_env
+from batonlab.export.writer import write_export
 
 
-def export_policy_onnx(policy, path: str | Path) -> Path:
-    """Write the actor as ONNX: input `obs` (batch, obs_dim) → output `actions` (batch, action_dim).
+def export_policy_onnx(policy, path: str | Path, input_name: str, output_name: str) -> Path:
+    """Write the actor as ONNX: input `input_name` (batch, obs_dim) → output `output_name` (batch, action_dim).
 
     Args:
         policy: rsl-rl's actor (`MLPModel`); its `as_onnx` copy carries the normaliser statistics.
         path: Output file.
+        input_name, output_name: Tensor names (the manifest's `policy.input_name` / `output_name`).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -28,8 +30,8 @@ def export_policy_onnx(policy, path: str | Path) -> Path:
     program = torch.onnx.export(
         module,
         example,
-        input_names=["obs"],
-        output_names=["actions"],
+        input_names=[input_name],
+        output_names=[output_name],
         dynamic_shapes=({0: torch.export.Dim("batch")},),
         dynamo=True,
         verbose=False,
@@ -39,28 +41,12 @@ def export_policy_onnx(policy, path: str | Path) -> Path:
 
 
 def export(env, policy, out_dir: str | Path, task: str, training_config: dict | None = None) -> tuple[Path, Path]:
-    """`policy.onnx` + `manifest.json` in `out_dir`; the manifest records the ONNX file's sha256.
-
-    The manifest's key fields are also attached to the ONNX file as metadata, so the file alone says
-    which joints and observation terms it expects.
+    """`policy.onnx` + `manifest.json` in `out_dir` (`write_export`): the manifest filled from `env`, the
+    ONNX file carrying its key fields as metadata, so the file alone says which joints and observation
+    terms it expects, and the manifest naming the file's sha256.
     """
-    out_dir = Path(out_dir)
-    onnx_path = export_policy_onnx(policy, out_dir / "policy.onnx")
-    manifest = build_manifest(env, task, training_config=training_config)
-    model = onnx.load(str(onnx_path))
-    metadata = {
-        "batonlab.task": task,
-        "batonlab.joint_names": json.dumps(manifest["joints"]["names"]),
-        "batonlab.default_joint_pos": json.dumps(manifest["joints"]["default_pos"]),
-        "batonlab.action_scale": json.dumps([s for a in manifest["actions"] for s in a["scale"]]),
-        "batonlab.kp": json.dumps(manifest["joints"]["kp"]),
-        "batonlab.kd": json.dumps(manifest["joints"]["kd"]),
-        "batonlab.control_dt": str(manifest["control"]["dt"]),
-        "batonlab.observation_terms": json.dumps([t["name"] for t in manifest["observations"]["terms"]]),
-    }
-    onnx.helper.set_model_props(model, metadata)
-    onnx.save(model, str(onnx_path))
-    manifest["policy"]["sha256"] = sha256_file(onnx_path)
-    manifest_path = out_dir / "manifest.json"
-    write_manifest(manifest, manifest_path)
-    return onnx_path, manifest_path
+    manifest = manifest_from_env(env, task, training_config=training_config)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = export_policy_onnx(policy, Path(tmp) / manifest.policy.file, manifest.input_name, manifest.output_name)
+        model = onnx.load(str(path))
+    return write_export(out_dir, model, manifest)

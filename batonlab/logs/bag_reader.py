@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from batonlab.deploy.recording import COMMAND_TOPIC_PREFIX, DEFAULT_TOPICS, POLICY_STEP_TYPE, SENSOR_TOPIC_PREFIX
+from batonlab.deploy.bag_format import COMMAND_TOPIC_PREFIX, DEFAULT_TOPICS, POLICY_STEP_TYPE, SENSOR_TOPIC_PREFIX
 from batonlab.logs.mcap_recovery import MCAP_MAGIC, scan_mcap
 
 SQLITE_MAGIC = b"SQLite format 3\x00"

@@ -9,8 +9,8 @@
   first command, on the nominal model; jumps in the log (episode resets in sim-to-sim) restart the
   replay from the logged state.
 - `playback_frames`: set the logged joint states kinematically and render them.
-- `reevaluate_policy`: feed the logged observations to an exported policy (ONNX) and compare its
-  actions with the logged ones.
+- `reevaluate_policy`: feed the logged observations to an exported policy, run as the robot runs it
+  (`batonlab.deploy.policy.OnnxPolicy`), and compare its actions with the logged ones.
 """
 
 from __future__ import annotations
@@ -383,16 +383,19 @@ class PolicyEvalResult:
 
 
 def reevaluate_policy(log: BagLog, export_dir: str | Path | None = None) -> PolicyEvalResult:
-    """Run the exported policy (ONNX, batch) on every logged observation and compare the actions.
+    """Run the exported policy on every logged observation, as the robot runs it, and compare the actions.
+
+    The policy runs in the robot-side runtime's `OnnxPolicy` (same session options, one observation per
+    call), and its actions go through the runtime's `ActionProcessor`.
 
     Args:
         log: The bag.
         export_dir: Folder with manifest.json + policy.onnx; default: the bag's `export_dir` metadata.
     """
-    import onnxruntime as ort
-
     from batonlab.deploy import ManifestError, load_manifest
     from batonlab.deploy.actions import ActionProcessor
+    from batonlab.deploy.manifest import sha256_file
+    from batonlab.deploy.policy import OnnxPolicy
 
     log.require("policy re-evaluation", "policy_step")
     export_dir = export_dir or log.metadata.get("export_dir")
@@ -400,6 +403,7 @@ def reevaluate_policy(log: BagLog, export_dir: str | Path | None = None) -> Poli
         raise BagError(f"{log.path}: policy re-evaluation needs an exported policy (--policy EXPORT_DIR)")
     try:
         manifest = load_manifest(export_dir)
+        policy = OnnxPolicy(manifest)
     except ManifestError as err:
         raise BagError(f"policy re-evaluation: {err}") from None
     steps = log.policy_steps
@@ -412,34 +416,21 @@ def reevaluate_policy(log: BagLog, export_dir: str | Path | None = None) -> Poli
                        f"{manifest.action_dim}")
     sha = log.metadata.get("manifest_sha256")
     if log.metadata.get("manifest_source") == "export" and sha:
-        from batonlab.export.manifest import sha256_file
-
         if sha256_file(Path(export_dir) / "manifest.json") != sha:
             notes.append("the bag was recorded with a different manifest.json than the one re-evaluated")
     ran = np.isfinite(steps.action_raw).all(axis=1) & (steps.action_raw.shape[1] > 0) & np.isfinite(steps.observation).all(axis=1)
     if not ran.any():
         raise BagError(f"{log.path}: no step of the bag ran the policy (all passive/stop)")
-    session = ort.InferenceSession(str(manifest.onnx_path), providers=["CPUExecutionProvider"])
-    obs = steps.observation[ran].astype(np.float32)
-    replayed = np.concatenate([session.run([manifest.output_name], {manifest.input_name: obs[i : i + 4096]})[0]
-                               for i in range(0, len(obs), 4096)])
+    replayed = np.array([policy(obs) for obs in steps.observation[ran].astype(np.float32)])
     target_diff = None
     if steps.action_filtered.shape[1] == manifest.action_dim:
         process = ActionProcessor(manifest)
         unfiltered = np.array([s in ("run", "sim") for s in np.array(steps.safety_state)[ran]])
         targets = np.array([process(a) for a in replayed])
         if log.metadata.get("source") == "sim":
-            targets = _clip_ctrl(log, manifest, targets)
+            # Simulation logs the targets after the actuators' control range, where MuJoCo applies them.
+            ctrl = manifest.ctrl_range
+            targets = np.clip(targets, ctrl[:, 0], ctrl[:, 1])
         target_diff = np.where(unfiltered[:, None], targets - steps.action_filtered[ran], np.nan)
     return PolicyEvalResult(steps.t[ran], steps.action_raw[ran].astype(np.float64), replayed.astype(np.float64),
                             list(manifest.joint_names), target_diff, Path(export_dir), notes)
-
-
-def _clip_ctrl(log: BagLog, manifest, targets: np.ndarray) -> np.ndarray:
-    """Simulation logs the targets after the actuators' ctrlrange (metadata `ctrl_range`); clip the same way."""
-    ranges = log.metadata.get("ctrl_range")
-    if not ranges or len(ranges) != targets.shape[1]:
-        return targets
-    low = np.array([-np.inf if r[0] is None else r[0] for r in ranges])
-    high = np.array([np.inf if r[1] is None else r[1] for r in ranges])
-    return np.clip(targets, low, high)

@@ -24,7 +24,8 @@ import numpy as np
 import torch
 
 import batonlab
-from batonlab.deploy.recording import BagRecorder, metadata_json
+from batonlab.deploy.bag_format import metadata_json
+from batonlab.deploy.recording import BagRecorder
 from batonlab.env.env import BatonEnv
 
 PARAM_FIELDS = (

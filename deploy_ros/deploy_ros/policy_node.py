@@ -164,7 +164,7 @@ class PolicyNode(Node):
         cmd_vel_command = p["cmd_vel_command"]
         if cmd_vel_command and cmd_vel_command not in manifest.commands:
             raise RefusedToStart(f"cmd_vel_command '{cmd_vel_command}' is not a command of the manifest {list(manifest.commands)}")
-        defaults = {cmd_vel_command: [0.0] * manifest.commands[cmd_vel_command]["dim"]} if cmd_vel_command else {}
+        defaults = {cmd_vel_command: [0.0] * manifest.commands[cmd_vel_command].dim} if cmd_vel_command else {}
         timeouts = {cmd_vel_command: p["cmd_vel_timeout_s"]} if cmd_vel_command else {}
         rate = p["control_rate_hz"] or manifest.control_rate_hz
         self.period_s = 1.0 / rate
@@ -278,7 +278,7 @@ class PolicyNode(Node):
 
         manifest_file = Path(p["manifest"])
         manifest_file = manifest_file / "manifest.json" if manifest_file.is_dir() else manifest_file
-        raw = {k: v for k, v in self.manifest.raw.items() if k != "training_config"}
+        raw = {k: v for k, v in self.manifest.to_json().items() if k != "training_config"}
         metadata = {
             "source": "policy_node", "task": self.manifest.task, "robot": p["record_robot"] or None,
             "seed": p["record_seed"] if p["record_seed"] >= 0 else None,

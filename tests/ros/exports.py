@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Exports for deploy tests without training: the real arm_reach manifest with a small linear ONNX policy."""
+"""Exports for deploy tests without training: the real arm_reach manifest with a small linear ONNX policy,
+written by the production export writer (`batonlab.export.writer.write_export`)."""
 
 from __future__ import annotations
 
@@ -12,23 +13,23 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from batonlab.export.manifest import sha256_file
+from batonlab.deploy.manifest import Manifest, parse_manifest
+from batonlab.export.writer import write_export
 
 
-def write_linear_onnx(path: Path, weight: np.ndarray, bias: np.ndarray) -> Path:
-    """`actions = obs @ weight + bias` with a dynamic batch, input `obs`, output `actions`."""
+def linear_onnx(weight: np.ndarray, bias: np.ndarray, input_name: str = "obs", output_name: str = "actions") -> onnx.ModelProto:
+    """`actions = obs @ weight + bias` with a dynamic batch."""
     obs_dim, action_dim = weight.shape
     graph = helper.make_graph(
-        [helper.make_node("MatMul", ["obs", "W"], ["h"]), helper.make_node("Add", ["h", "b"], ["actions"])],
+        [helper.make_node("MatMul", [input_name, "W"], ["h"]), helper.make_node("Add", ["h", "b"], [output_name])],
         "linear_policy",
-        [helper.make_tensor_value_info("obs", TensorProto.FLOAT, ["batch", obs_dim])],
-        [helper.make_tensor_value_info("actions", TensorProto.FLOAT, ["batch", action_dim])],
+        [helper.make_tensor_value_info(input_name, TensorProto.FLOAT, ["batch", obs_dim])],
+        [helper.make_tensor_value_info(output_name, TensorProto.FLOAT, ["batch", action_dim])],
         [numpy_helper.from_array(weight.astype(np.float32), "W"), numpy_helper.from_array(bias.astype(np.float32), "b")],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
-    onnx.save(model, str(path))
-    return path
+    return model
 
 
 @functools.lru_cache(maxsize=1)
@@ -46,20 +47,17 @@ def _arm_reach_manifest() -> str:
 
 
 def arm_reach_manifest() -> dict:
-    """The manifest `batonlab export` writes for arm_reach (sha256 not filled in)."""
+    """The manifest JSON `batonlab export` writes for arm_reach (sha256 not filled in)."""
     return copy.deepcopy(json.loads(_arm_reach_manifest()))
 
 
-def make_export(out_dir: Path, manifest: dict | None = None, weight: np.ndarray | None = None,
+def make_export(out_dir: Path, manifest: dict | Manifest | None = None, weight: np.ndarray | None = None,
                 bias: np.ndarray | None = None) -> Path:
-    """An export folder (policy.onnx + manifest.json with its hash); zero weights unless given."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    manifest = manifest or arm_reach_manifest()
-    obs_dim, action_dim = manifest["policy"]["obs_dim"], manifest["policy"]["action_dim"]
-    weight = np.zeros((obs_dim, action_dim)) if weight is None else weight
-    bias = np.zeros(action_dim) if bias is None else bias
-    onnx_path = write_linear_onnx(out_dir / manifest["policy"]["file"], weight, bias)
-    manifest["policy"]["sha256"] = sha256_file(onnx_path)
-    (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2))
-    return out_dir
+    """An export folder written by `write_export`: a linear policy (zero weights unless given) and `manifest`
+    (default: arm_reach's)."""
+    if not isinstance(manifest, Manifest):
+        manifest = parse_manifest(manifest or arm_reach_manifest())
+    weight = np.zeros((manifest.obs_dim, manifest.action_dim)) if weight is None else weight
+    bias = np.zeros(manifest.action_dim) if bias is None else bias
+    write_export(out_dir, linear_onnx(weight, bias, manifest.input_name, manifest.output_name), manifest)
+    return Path(out_dir)

@@ -1,0 +1,216 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The sections of a manifest (`batonlab.deploy.manifest.Manifest`), each typed, with its JSON form.
+
+Numbers JSON cannot hold are ±inf here and null in JSON (unlimited bounds). `from_json` errors name
+the field; `parse_manifest` puts the file in front.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from batonlab.deploy.manifest_json import ManifestError, bounds, clip_range, finite_or_null, numbers, required, required_number
+
+ACTION_TYPES = ("joint_position", "joint_velocity", "joint_effort")
+"""Action term types this runtime can post-process."""
+
+
+@dataclass(frozen=True)
+class PolicyFile:
+    """The ONNX file: input `input_name` (batch, obs_dim) float32 → output `output_name` (batch, action_dim)."""
+
+    file: str = "policy.onnx"
+    """File name, relative to the manifest."""
+    input_name: str = "obs"
+    output_name: str = "actions"
+    sha256: str | None = None
+    """Hash of the file; filled in by the export writer once the file is written."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.file, "sha256": self.sha256, "input_name": self.input_name, "output_name": self.output_name}
+
+    @classmethod
+    def from_json(cls, data: dict) -> PolicyFile:
+        sha256 = data.get("sha256")
+        if sha256 is not None and not isinstance(sha256, str):
+            raise ManifestError(f"field 'policy.sha256' should be str or null, got {type(sha256).__name__}")
+        return cls(required(data, "policy", "file", str), required(data, "policy", "input_name", str),
+                   required(data, "policy", "output_name", str), sha256)
+
+
+@dataclass(frozen=True)
+class ControlTiming:
+    """The control period as the simulator ran it: `decimation` physics steps per policy step."""
+
+    physics_dt: float
+    """Physics step [s]."""
+    decimation: int
+    """Physics steps per control step."""
+
+    def __post_init__(self):
+        if not self.physics_dt > 0 or self.decimation < 1:
+            raise ManifestError(f"control.physics_dt must be > 0 and control.decimation >= 1, got {self.physics_dt} and "
+                                f"{self.decimation}")
+
+    @property
+    def dt(self) -> float:
+        """Control period [s] (what the env calls `step_dt`)."""
+        return self.physics_dt * self.decimation
+
+    @property
+    def rate_hz(self) -> float:
+        return 1.0 / self.dt
+
+    def to_json(self) -> dict[str, Any]:
+        return {"physics_dt": self.physics_dt, "decimation": self.decimation}
+
+    @classmethod
+    def from_json(cls, data: dict) -> ControlTiming:
+        return cls(required_number(data, "control", "physics_dt"), required(data, "control", "decimation", int))
+
+
+@dataclass(frozen=True)
+class ActuatedJoints:
+    """The joints the policy commands, in policy (action) order, with their actuators' properties.
+
+    Unlimited bounds are ±inf here and null in JSON.
+    """
+
+    names: tuple[str, ...]
+    pos_limits: tuple[tuple[float, float], ...]
+    """Joint position range [rad or m]."""
+    ctrl_range: tuple[tuple[float, float], ...]
+    """Actuator control range: the simulator clamps the targets into it [rad or m, rad/s, N·m]."""
+    torque_limits: tuple[float, ...]
+    """Actuator force limits [N·m or N]."""
+    kp: tuple[float, ...]
+    """Position gains of the PD actuators used in training [N·m/rad]."""
+    kd: tuple[float, ...]
+    """Damping gains [N·m·s/rad]."""
+
+    def __post_init__(self):
+        n = len(self.names)
+        if len(set(self.names)) != n:
+            raise ManifestError(f"joints.names has duplicates: {sorted({j for j in self.names if self.names.count(j) > 1})}")
+        for key in ("pos_limits", "ctrl_range", "torque_limits", "kp", "kd"):
+            if len(getattr(self, key)) != n:
+                raise ManifestError(f"joints.{key} has {len(getattr(self, key))} values for {n} joints")
+
+    def to_json(self) -> dict[str, Any]:
+        def pairs(values):
+            return [[finite_or_null(lo), finite_or_null(hi)] for lo, hi in values]
+
+        return {"names": list(self.names), "pos_limits": pairs(self.pos_limits), "ctrl_range": pairs(self.ctrl_range),
+                "torque_limits": [finite_or_null(v) for v in self.torque_limits], "kp": list(self.kp), "kd": list(self.kd)}
+
+    @classmethod
+    def from_json(cls, data: dict) -> ActuatedJoints:
+        def get(key):
+            return required(data, "joints", key, list)
+
+        return cls(names=tuple(get("names")), pos_limits=bounds(get("pos_limits"), "joints.pos_limits"),
+                   ctrl_range=bounds(get("ctrl_range"), "joints.ctrl_range"),
+                   torque_limits=numbers(get("torque_limits"), "joints.torque_limits", null=np.inf),
+                   kp=numbers(get("kp"), "joints.kp"), kd=numbers(get("kd"), "joints.kd"))
+
+
+@dataclass(frozen=True)
+class ActionTerm:
+    """One action term: `target = offset + scale * clip(raw)` for its joints, where the offset is the
+    joints' default position (`use_default_offset`) or zero."""
+
+    name: str
+    type: str
+    """One of `ACTION_TYPES`."""
+    joints: tuple[str, ...]
+    scale: tuple[float, ...]
+    """Per joint."""
+    clip: tuple[float, float] | None
+    """Range of the raw action before scaling (None: unclipped)."""
+    use_default_offset: bool
+    """Targets are relative to the default pose (position terms), else to zero."""
+
+    def __post_init__(self):
+        if self.type not in ACTION_TYPES:
+            raise ManifestError(f"action term '{self.name}': type '{self.type}' is not supported; known types: {list(ACTION_TYPES)}")
+        if len(self.scale) != len(self.joints):
+            raise ManifestError(f"action term '{self.name}' has {len(self.scale)} scales for {len(self.joints)} joints")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "type": self.type, "joints": list(self.joints), "scale": list(self.scale),
+                "clip": list(self.clip) if self.clip is not None else None, "use_default_offset": self.use_default_offset}
+
+    @classmethod
+    def from_json(cls, data: dict, label: str) -> ActionTerm:
+        return cls(name=required(data, label, "name", str), type=required(data, label, "type", str),
+                   joints=tuple(required(data, label, "joints", list)),
+                   scale=numbers(required(data, label, "scale", list), f"{label}.scale"),
+                   clip=clip_range(data.get("clip"), f"{label}.clip"),
+                   use_default_offset=required(data, label, "use_default_offset", bool))
+
+
+@dataclass(frozen=True)
+class ObsTermLayout:
+    """One observation term: where it sits in its group's vector and how it was processed.
+
+    Training's `ObservationManager` fills one per term, the export writes them, and
+    `batonlab.deploy.observation` rebuilds each term from it: value → (noise, training only) →
+    clip → scale → history.
+    """
+
+    name: str
+    func: str
+    """Training function as "module:qualname", e.g. "batonlab.env.mdp:joint_pos_rel"."""
+    params: dict[str, Any]
+    """The function's parameters, as plain JSON data."""
+    size: int
+    """Width of one frame."""
+    history_length: int
+    """Stacked frames (0: the current frame only)."""
+    scale: float
+    clip: tuple[float, float] | None
+    noise_std: float = 0.0
+    """Std of the noise added before clipping when the group is corrupted (training); the robot adds none."""
+
+    def __post_init__(self):
+        if self.size < 1 or self.history_length < 0:
+            raise ManifestError(f"observation term '{self.name}' has size {self.size} and history_length {self.history_length}")
+
+    @property
+    def width(self) -> int:
+        """Columns the term occupies in the observation vector."""
+        return self.size * max(1, self.history_length)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "func": self.func, "params": self.params, "size": self.size,
+                "history_length": self.history_length, "scale": self.scale,
+                "clip": list(self.clip) if self.clip is not None else None, "noise_std": self.noise_std}
+
+    @classmethod
+    def from_json(cls, data: dict, label: str) -> ObsTermLayout:
+        params = data.get("params") or {}
+        if not isinstance(params, dict):
+            raise ManifestError(f"field '{label}.params' should be an object, got {type(params).__name__}")
+        return cls(name=required(data, label, "name", str), func=required(data, label, "func", str), params=dict(params),
+                   size=required(data, label, "size", int), history_length=required(data, label, "history_length", int),
+                   scale=required_number(data, label, "scale"), clip=clip_range(data.get("clip"), f"{label}.clip"),
+                   noise_std=float(data.get("noise_std") or 0.0))
+
+
+@dataclass(frozen=True)
+class CommandSpec:
+    """A command term of the task (a target, a velocity), received from outside on the robot."""
+
+    type: str
+    """Training class name, e.g. "UniformPositionCommand"."""
+    dim: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type, "dim": self.dim}
+
+    @classmethod
+    def from_json(cls, data: dict, label: str) -> CommandSpec:
+        return cls(str(data.get("type", "")) if isinstance(data, dict) else "", required(data, label, "dim", int))
