@@ -96,3 +96,14 @@ def test_a_full_step_turns_robot_inputs_into_clamped_targets(tmp_path):
     np.testing.assert_allclose(result.command, np.minimum(np.minimum(expected_unclamped, manifest.default_pos + torque_room),
                                                           manifest.pos_limits[:, 1]))
     assert (result.command <= manifest.pos_limits[:, 1]).all()
+
+
+def test_targets_are_clamped_to_the_actuators_control_range_as_in_training():
+    from batonlab.deploy.actions import ActionProcessor
+
+    manifest_json = arm_reach_manifest()
+    manifest_json["joints"]["ctrl_range"][1] = [-1.0, 0.5]  # a shoulder actuator narrower than its joint
+    processor = ActionProcessor(parse_manifest(manifest_json))
+    targets = processor(np.full(6, 10.0, dtype=np.float32))
+    assert targets[1] == 0.5, "the actuator's range, as training's action term clamps it"
+    assert targets[0] == pytest.approx(2.97, abs=1e-5)

@@ -14,7 +14,11 @@ _KIND = {"joint_position": POSITION, "joint_velocity": VELOCITY, "joint_effort":
 
 
 class ActionProcessor:
-    """`target = offset + scale * clip(raw)` per action term, concatenated in policy order."""
+    """`target = clamp(offset + scale * clip(raw), ctrl_range)` per action term, concatenated in policy order.
+
+    The clamp to the actuators' control range is the one training's action terms apply before the
+    targets reach the simulated actuators, so the robot gets the targets the policy was trained with.
+    """
 
     def __init__(self, manifest: Manifest):
         self.scale = manifest.action_scale
@@ -25,9 +29,11 @@ class ActionProcessor:
             low += [lo] * len(a.joints)
             high += [hi] * len(a.joints)
         self.clip_low, self.clip_high = np.array(low), np.array(high)
+        self.ctrl_low, self.ctrl_high = manifest.ctrl_range[:, 0], manifest.ctrl_range[:, 1]
         self.kinds = tuple(_KIND[a.type] for a in manifest.actions for _ in a.joints)
         """Per joint: POSITION, VELOCITY or EFFORT."""
 
     def __call__(self, raw: np.ndarray) -> np.ndarray:
         """(action_dim,) raw action → (action_dim,) float64 targets."""
-        return self.offset + self.scale * np.clip(raw, self.clip_low, self.clip_high)
+        target = self.offset + self.scale * np.clip(raw, self.clip_low, self.clip_high)
+        return np.minimum(np.maximum(target, self.ctrl_low), self.ctrl_high)
