@@ -59,7 +59,7 @@ def _help(command: str, args: list[str]) -> int:
     from batonlab.cli.common import parse_options
     from batonlab.cli.options import command_help
 
-    top, _ = parse_options([a for a in args if a not in HELP_FLAGS])
+    top, _ = parse_options(_hydra_flags([a for a in args if a not in HELP_FLAGS]))
     try:
         print(command_help(command, top.task))
     except KeyError as err:
