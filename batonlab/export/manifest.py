@@ -78,11 +78,6 @@ def manifest_from_env(env: BatonEnv, task: str, obs_group: str = "policy", train
     )
 
 
-def build_manifest(env: BatonEnv, task: str, obs_group: str = "policy", training_config: dict | None = None) -> dict:
-    """`manifest_from_env(...).to_json()`: the manifest as JSON data (what bags store in their metadata)."""
-    return manifest_from_env(env, task, obs_group, training_config).to_json()
-
-
 def _action_term(name: str, term, default_qpos: np.ndarray) -> ActionTerm:
     offset = term.offset.cpu().double().numpy()
     if not offset.any():

@@ -55,9 +55,9 @@ def world_params(env: BatonEnv, env_id: int) -> dict[str, list]:
 
 def env_manifest(env: BatonEnv, task: str) -> tuple[dict, str]:
     """The export manifest of `env` (without training config) and the sha256 of its canonical JSON."""
-    from batonlab.export.manifest import build_manifest
+    from batonlab.export.manifest import manifest_from_env
 
-    manifest = build_manifest(env, task)
+    manifest = manifest_from_env(env, task).to_json()
     return manifest, hashlib.sha256(json.dumps(manifest, sort_keys=True).encode()).hexdigest()
 
 

@@ -35,13 +35,13 @@ def linear_onnx(weight: np.ndarray, bias: np.ndarray, input_name: str = "obs", o
 @functools.lru_cache(maxsize=1)
 def _arm_reach_manifest() -> str:
     from batonlab.env.env import BatonEnv
-    from batonlab.export.manifest import build_manifest
+    from batonlab.export.manifest import manifest_from_env
     from batonlab.tasks import make_task_cfg
 
     cfg = make_task_cfg("arm_reach", play=True)
     cfg.num_envs = 1
     env = BatonEnv(cfg)
-    manifest = build_manifest(env, "arm_reach")
+    manifest = manifest_from_env(env, "arm_reach").to_json()
     env.close()
     return json.dumps(manifest)
 
