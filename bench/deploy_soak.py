@@ -18,7 +18,7 @@ on 127.0.0.1, while N busy processes (default: one per core) load the machine. I
   (target ≤ 3). The simulator is then resumed and the node reset and restarted;
 - at the end, the e-stop: how far the tool point drops while the stopped arm is held, and after.
 
-Without EXPORT_DIR an untrained arm_reach actor is exported (`batonlab.export`), which is enough
+Without EXPORT_DIR an untrained arm_reach actor is exported (`bench/deploy_latency.py`), which is enough
 to exercise the loop: the soak is about timing and safety, not about reaching.
 """
 
@@ -38,23 +38,8 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def untrained_export(out_dir: Path) -> Path:
-    """arm_reach with a freshly initialised actor, exported by `batonlab.export`."""
-    from batonlab.env.env import BatonEnv
-    from batonlab.export.onnx import export
-    from batonlab.rl.runner import BatonRunner
-    from batonlab.rl.vecenv import RslRlVecEnv
-    from batonlab.tasks import make_agent_cfg, make_task_cfg
-
-    cfg = make_task_cfg("arm_reach", play=True)
-    cfg.num_envs = 1
-    env = BatonEnv(cfg)
-    runner = BatonRunner(RslRlVecEnv(env), make_agent_cfg("arm_reach"), log_dir=None)
-    export(env, runner.inference_policy(), out_dir, "arm_reach")
-    env.close()
-    return out_dir
+sys.path.insert(0, str(REPO / "bench"))
+from deploy_latency import untrained_export  # noqa: E402  (the same untrained arm_reach export)
 
 
 class Monitor:
