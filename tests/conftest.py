@@ -3,16 +3,11 @@
 
 from __future__ import annotations
 
-import os
-
-# MuJoCo picks its GL platform when first imported: headless EGL unless the caller chose one.
-os.environ.setdefault("MUJOCO_GL", "egl")
-
-import mujoco  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-from batonlab.env.env import BatonEnv  # noqa: E402
-from batonlab.tasks import make_task_cfg  # noqa: E402
+import mujoco
+import pytest
+import torch
+from batonlab.env.env import BatonEnv
+from batonlab.tasks import make_task_cfg
 
 PENDULUM_XML = """
 <mujoco>
