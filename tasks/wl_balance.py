@@ -27,6 +27,7 @@ from batonlab.env.actions import JointPositionAction, JointVelocityAction
 from batonlab.env.cfg import (
     ActionTermCfg,
     CommandTermCfg,
+    DeployCfg,
     EventTermCfg,
     ObsGroupCfg,
     ObsTermCfg,
@@ -124,6 +125,7 @@ def make_wl_balance_cfg(play: bool = False, with_arm: bool = True) -> TaskCfg:
                     "lin_vel_x_range": (0.0, 0.0),
                     "ang_vel_z_range": (0.0, 0.0),
                     "height_range": (wl.NOMINAL_BASE_HEIGHT, wl.NOMINAL_BASE_HEIGHT),
+                    "default_height": wl.NOMINAL_BASE_HEIGHT,
                 },
             )
         },
@@ -204,11 +206,14 @@ def make_wl_balance_cfg(play: bool = False, with_arm: bool = True) -> TaskCfg:
             ),
         },
         success=TermCfg(func=loco.survived),
+        # On the robot: stop by crouching (wheels brake within their deceleration limit, legs fold), then damp.
+        deploy=DeployCfg(held_joints=wl.arm_joints() if with_arm else (), stop_behavior="crouch",
+                         stop_pose=dict(wl.CROUCH_POSE), stop_time_s=wl.CROUCH_TIME_S),
     )
     if with_arm:
-        # The arm is not driven by the policy: its servos hold the stowed pose.
+        # The arm is not driven by the policy: its servos hold the stowed pose (and the robot side holds it too).
         cfg.events["arm_stowed"] = EventTermCfg(
-            func=loco.hold_default_pose, mode="reset", params={"joints": wl.arm_joints()}
+            func=loco.hold_default_pose, mode="reset", params={"joints": cfg.deploy.held_joints}
         )
     if play:
         cfg.num_envs = 16

@@ -159,6 +159,26 @@ class SimCfg:
 
 
 @dataclass
+class DeployCfg:
+    """What the robot side needs to know beyond the policy's own joints; written to the manifest.
+
+    Training never reads it, except `held_joints`, which the task's hold event uses too, so the
+    joints held in simulation and on the robot are the same list.
+    """
+
+    held_joints: tuple[str, ...] = ()
+    """Actuated joints the policy does not drive, held at their default pose by their position
+    servos (a stowed arm on a base-only policy). The robot side commands them too."""
+    stop_behavior: str = "hold_then_damp"
+    """The robot's safe stop (`batonlab.deploy.safety.STOP_BEHAVIORS`): "hold_then_damp" for a fixed
+    arm, "crouch" for a self-balancing wheel-legged robot (damping its legs would drop it)."""
+    stop_pose: dict[str, float] = field(default_factory=dict)
+    """"crouch": position targets of the joints that move to a resting pose when stopped [rad or m]."""
+    stop_time_s: float = 1.0
+    """"crouch": time to move to `stop_pose` before the joints are damped [s]."""
+
+
+@dataclass
 class TaskCfg:
     """Everything that defines a task; the env is built from this alone."""
 
@@ -180,6 +200,8 @@ class TaskCfg:
     """Episode duration before a time-out [s]."""
     seed: int = 0
     """Seed of the env's torch generator (commands, events, noise)."""
+    deploy: DeployCfg = field(default_factory=DeployCfg)
+    """Robot-side facts for the manifest (held joints, safe stop)."""
 
     def __post_init__(self) -> None:
         self.validate()

@@ -18,6 +18,9 @@ class CommandTerm(abc.ABC):
     """Base class: owns `command` (num_envs, dim) and the per-env resampling timer."""
 
     dim: int = 0
+    fields: tuple[str, ...] = ()
+    """Names of the command's components, in order (the manifest lists them, so a robot can fill
+    them from its own messages, e.g. `cmd_vel`)."""
 
     def __init__(self, env, cfg: CommandTermCfg):
         self.env = env
@@ -45,6 +48,16 @@ class CommandTerm(abc.ABC):
     def sample(self, n: int) -> torch.Tensor:
         """New commands for n envs, shape (n, dim)."""
 
+    def default_value(self) -> tuple[float, ...] | None:
+        """The command a robot uses before (or without) an operator, e.g. standing still; None:
+        there is no safe default and the robot must receive one before it starts."""
+        return None
+
+    def fix_field(self, field: str, value: float) -> None:
+        """Hold one component at `value` in every later draw, drawing the same random numbers as
+        before, so seeded episodes stay comparable (e.g. a height that `cmd_vel` cannot carry)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot fix its field '{field}'")
+
 
 class UniformPositionCommand(CommandTerm):
     """A target position in the robot's base frame, uniform in a box [m].
@@ -56,6 +69,7 @@ class UniformPositionCommand(CommandTerm):
     """
 
     dim = 3
+    fields = ("x", "y", "z")
 
     def __init__(
         self,

@@ -162,6 +162,8 @@ class BaseVelocityCommand(CommandTerm):
 
     command[:, 0]: forward velocity in the heading frame [m/s]; command[:, 1]: yaw rate [rad/s];
     command[:, 2]: base height [m]. A `standing_fraction` of the resampled envs get zero velocity.
+    Its default (a robot without an operator) is standing still at `default_height` (None: the
+    middle of `height_range`).
 
     `ranges` is the live sampling range (curricula widen it). `metrics` accumulate over the episode
     (reset with the command): `distance_commanded` = ∫|v_cmd| dt, `distance_traveled` = ∫ v·sign(v_cmd) dt
@@ -169,6 +171,7 @@ class BaseVelocityCommand(CommandTerm):
     """
 
     dim = 3
+    fields = ("lin_vel_x", "ang_vel_z", "height")
 
     def __init__(
         self,
@@ -178,10 +181,12 @@ class BaseVelocityCommand(CommandTerm):
         ang_vel_z_range: tuple[float, float],
         height_range: tuple[float, float],
         standing_fraction: float = 0.0,
+        default_height: float | None = None,
         joint: str = "root",
     ):
         super().__init__(env, cfg)
         self.joint = joint
+        self.default_height = float(default_height if default_height is not None else sum(height_range) / 2)
         self.standing_fraction = standing_fraction
         self.ranges = {
             "lin_vel_x": tuple(lin_vel_x_range),
@@ -196,6 +201,16 @@ class BaseVelocityCommand(CommandTerm):
         standing = self.env.uniform(n, 0.0, 1.0) < self.standing_fraction
         cmd[standing, :2] = 0.0
         return cmd
+
+    def default_value(self) -> tuple[float, ...]:
+        return (0.0, 0.0, self.default_height)
+
+    def fix_field(self, field: str, value: float) -> None:
+        index = {"lin_vel_x": 0, "ang_vel_z": 1, "height": 2}.get(field)
+        if index is None:
+            raise KeyError(f"unknown field '{field}' of {type(self).__name__}; fields: {list(self.fields)}")
+        self.ranges[field] = (float(value), float(value))
+        self.command[:, index] = float(value)
 
     def update(self, dt: float) -> None:
         vx = root_lin_vel_heading(self.env, self.joint)[:, 0]

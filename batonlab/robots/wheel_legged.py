@@ -29,6 +29,18 @@ WHEEL_RADIUS = 0.10
 NOMINAL_BASE_HEIGHT = 0.463
 """Torso height above flat ground in the `home` pose [m]."""
 
+CROUCH_POSE: dict[str, float] = {
+    "left_hip_pitch": -1.1,
+    "left_knee_pitch": 2.2,
+    "right_hip_pitch": -1.1,
+    "right_knee_pitch": 2.2,
+}
+"""Legs folded with the wheels under the base (torso 0.32 m above flat ground): where a stopped
+robot lowers itself before its legs are damped, so that it sits down instead of falling [rad]."""
+
+CROUCH_TIME_S = 1.5
+"""Time a stopping robot takes to lower itself into `CROUCH_POSE` [s]."""
+
 ARM_STOWED_POSE: dict[str, float] = {
     "shoulder_yaw": 0.0,
     "shoulder_pitch": -1.2,
