@@ -99,8 +99,9 @@ class BatonEnv:
             terminated: (num_envs,) bool, episode ended by a failure.
             truncated: (num_envs,) bool, episode ended by the time limit.
             extras: "log" (episode statistics of envs that reset), "costs" (num_envs, num_costs),
-                "success" (num_envs,) bool and "episode_length" (num_envs,) long [control steps],
-                both valid where the episode ended this step.
+                "success" (num_envs,) bool, "episode_length" (num_envs,) long [control steps] and
+                "command_metrics" ({command: {metric: (num_envs,)}}, the `metrics` of command terms
+                that keep them, e.g. `BaseVelocityCommand`), valid where the episode ended this step.
         """
         # 1. Actions become actuator targets; PD runs at the physics rate inside MuJoCo.
         self.action_manager.process(action.to(self.device))
@@ -133,6 +134,10 @@ class BatonEnv:
         # 6. Command timers advance before resets: a reset env starts its episode with a full timer
         #    (advancing after the reset would resample one step early in every later episode).
         self.command_manager.update(self.step_dt)
+        #    Commands' episode metrics (e.g. the speed-tracking error) as they stand at the end of the
+        #    episodes that end here: the reset below zeroes them.
+        self.extras["command_metrics"] = {name: {k: v.clone() for k, v in term.metrics.items()}
+                                          for name, term in self.command_manager.terms.items() if hasattr(term, "metrics")}
         # 7. Reset the envs that finished, fire interval events, observe the new state.
         done_ids = (terminated | truncated).nonzero().flatten()
         if done_ids.numel():
