@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -84,12 +85,51 @@ def test_json_round_trip():
     assert varied.obs_dim == manifest.obs_dim + 12
 
 
+def test_robot_sections_round_trip_and_bad_ones_are_named():
+    """The wheel-legged manifest: IMU sensors with frames, held arm joints, the crouch stop, command fields."""
+    from batonlab.env.env import BatonEnv
+    from batonlab.export.manifest import manifest_from_env
+    from batonlab.tasks import make_task_cfg
+
+    cfg = make_task_cfg("wl_velocity", play=True)
+    cfg.num_envs = 1
+    env = BatonEnv(cfg)
+    manifest = manifest_from_env(env, "wl_velocity")
+    env.close()
+    data = json.loads(json.dumps(manifest.to_json(), allow_nan=False))
+    assert Manifest.from_json(data) == manifest
+    assert {n: (s.source, s.frame, s.body) for n, s in manifest.sensors.items()} == {
+        "imu_gyro": ("imu.angular_velocity", "imu", "base"), "imu_quat": ("imu.orientation", "imu", "base")}
+    assert "REP-145" in data["sensors"]["imu_quat"]["convention"]
+    assert manifest.held_joints.names[:2] == ("shoulder_yaw", "shoulder_pitch") and manifest.held_joints.targets[1] == pytest.approx(-1.2)
+    assert manifest.stop.behavior == "crouch" and manifest.stop.pose["left_knee_pitch"] == 2.2
+    assert manifest.commands["base_velocity"].fields == ("lin_vel_x", "ang_vel_z", "height")
+    assert manifest.commands["base_velocity"].default == pytest.approx((0.0, 0.0, 0.463))
+    for path, value, message in [
+        (("sensors", "imu_quat", "source"), "magnetometer", "sensor source 'magnetometer'"),
+        (("held_joints", "kp"), [1.0], "held_joints.kp has 1 values for 7 joints"),
+        (("stop", "pose"), {"tail": 0.1}, "stop.pose names joints ['tail']"),
+        (("commands", "base_velocity", "default"), [0.0], "default of 1 values for dim 3"),
+        (("held_joints",), ["shoulder_yaw"], "field 'held_joints' should be an object"),
+    ]:
+        bad = json.loads(json.dumps(data))
+        node = bad
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+        with pytest.raises(ManifestError, match=re.escape(message)):
+            parse_manifest(bad)
+
+
 def test_a_v1_file_loads_as_the_manifest_of_the_same_env(tmp_path):
     current = parse_manifest(arm_reach_manifest())
     old = parse_manifest(v1_manifest())
-    # Version 1 has no control range (unlimited) nor training noise (0). Everything else is the same contract.
+    # Version 1 has no control range (unlimited), training noise (0), command fields nor sensor frames.
+    # Everything else is the same contract.
     assert np.isinf(old.ctrl_range).all() and all(t.noise_std == 0.0 for t in old.obs_terms)
+    assert old.sensors == {} and old.commands["ee_target"].fields == ()
     assert dataclasses.replace(old, joints=dataclasses.replace(old.joints, ctrl_range=current.joints.ctrl_range),
+                               commands=current.commands, sensors=current.sensors,
                                obs_terms=tuple(dataclasses.replace(t, noise_std=c.noise_std)
                                                for t, c in zip(old.obs_terms, current.obs_terms))) == current
     assert old.control_dt == 0.02 and old.default_pos.tolist() == pytest.approx([0.0, 0.3, 1.2, 0.0, 1.0, 0.0])

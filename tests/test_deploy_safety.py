@@ -15,7 +15,9 @@ DT = 0.02
 
 
 def make_filter(**cfg) -> SafetyFilter:
-    """Two position joints (limits ±1 rad, 10 N·m, kp 100, kd 5), one velocity joint and one effort joint."""
+    """Two position joints (limits ±1 rad, 10 N·m, kp 100, kd 5), one velocity joint (speed range ±20 rad/s)
+    and one effort joint. Unless a test sets them, the velocity joint's acceleration and stop
+    deceleration limits are too wide to matter (the tests of those set them)."""
     limits = JointLimits(
         kinds=(POSITION, POSITION, VELOCITY, EFFORT),
         pos_low=np.array([-1.0, -1.0, -np.inf, -np.inf]),
@@ -23,8 +25,12 @@ def make_filter(**cfg) -> SafetyFilter:
         torque=np.array([10.0, 10.0, 5.0, 4.0]),
         kp=np.array([100.0, 100.0, 0.0, 0.0]),
         kd=np.array([5.0, 5.0, 1.0, 2.0]),
+        vel_low=np.array([-np.inf, -np.inf, -20.0, -np.inf]),
+        vel_high=np.array([np.inf, np.inf, 20.0, np.inf]),
+        names=("hip", "knee", "wheel", "motor"),
     )
-    return SafetyFilter(SafetyCfg(**{"ramp_time_s": 0.0, **cfg}), limits, DT)
+    defaults = {"ramp_time_s": 0.0, "max_acceleration": 1e4, "stop_deceleration": 1e4}
+    return SafetyFilter(SafetyCfg(**{**defaults, **cfg}), limits, DT)
 
 
 def run_state(f: SafetyFilter, q=None, now=0.0) -> None:
@@ -136,10 +142,21 @@ def test_rate_limit_bounds_position_target_steps():
     np.testing.assert_allclose(cmd[:2], [4.0 * DT, -4.0 * DT])
 
 
-def test_velocity_targets_are_clamped_to_max_joint_velocity():
-    f = make_filter(max_joint_velocity=2.0)
+def test_velocity_targets_stay_inside_the_speed_range_and_max_velocity_command():
+    f = make_filter()
     run_state(f)
-    assert f.command(0.0, np.array([0.0, 0.0, 7.0, 0.0]), Z, Z, True)[2] == 2.0
+    assert f.command(0.0, np.array([0.0, 0.0, 70.0, 0.0]), Z, Z, True)[2] == 20.0, "the actuator's control range"
+    f = make_filter(max_velocity_command=7.0)
+    run_state(f)
+    assert f.command(0.0, np.array([0.0, 0.0, -70.0, 0.0]), Z, Z, True)[2] == -7.0, "the node's own cap"
+
+
+def test_velocity_targets_change_at_most_max_acceleration_per_step():
+    f = make_filter(max_acceleration=100.0)
+    run_state(f)
+    speeds = [f.command(k * DT, np.array([0.0, 0.0, 15.0 if k < 10 else -15.0, 0.0]), Z, Z, True)[2] for k in range(14)]
+    np.testing.assert_allclose(speeds[:8], [2.0, 4.0, 6.0, 8.0, 10.0, 12.0, 14.0, 15.0])
+    np.testing.assert_allclose(speeds[10:], [13.0, 11.0, 9.0, 7.0], err_msg="a reversal is rate limited too")
 
 
 # Joint-position and torque clamps.

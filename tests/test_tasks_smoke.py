@@ -1,5 +1,11 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Every registered task builds, steps and exports: a task that breaks shows up here first."""
+"""Every registered task builds, steps, exports and deploys: a task that breaks shows up here first.
+
+"Deploys" means the robot side accepts the export: `batonlab.deploy` builds its pipeline (every
+observation term has a numpy twin, every sensor a source), the dry run reaches RUN with finite targets
+inside the limits, and the twins rebuild the training observation from robot-style inputs (joint
+states by name, sensor readings, commands, the last action) to 1e-5 on states of the simulator.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +15,9 @@ import pytest
 import torch
 
 from batonlab.deploy import load_manifest
+from batonlab.deploy.dry_run import dry_run
+from batonlab.deploy.observation import ObservationBuilder, RobotInputs
+from batonlab.deploy.safety import State
 from batonlab.env.env import BatonEnv
 from batonlab.export.onnx import export
 from batonlab.rl.runner import BatonRunner
@@ -44,4 +53,34 @@ def test_task_builds_steps_and_exports(task, tmp_path):
     with torch.inference_mode():
         expected = policy(play_env.obs)[0].numpy()
     np.testing.assert_allclose(action[0], expected, atol=1e-5)
+
+    # The robot side: the pipeline builds and runs, and its observation is training's.
+    assert dry_run(manifest).state is State.RUN
+    assert_robot_observation_matches(play_env, manifest, steps=30)
     play_env.close()
+
+
+def assert_robot_observation_matches(env: BatonEnv, manifest, steps: int) -> None:
+    """Step `env` (one world) with random actions and compare, at every step, its policy observation
+    with the one `batonlab.deploy` builds from what a robot would send."""
+    builder = ObservationBuilder(manifest)
+    ctx = builder.ctx
+    qadr, dadr = env.scene.qpos_adr(ctx.joints), env.scene.dof_adr(ctx.joints)
+    generator = torch.Generator().manual_seed(1)
+    env.reset()
+    worst = 0.0
+    for step in range(steps):
+        inputs = RobotInputs(
+            joint_pos=env.sim.qpos[0, qadr].double().numpy(), joint_vel=env.sim.qvel[0, dadr].double().numpy(),
+            vectors={**{name: env.sim.sensor(name)[0].double().numpy() for name in ctx.sensors},
+                     **{name: env.command_manager.command(name)[0].double().numpy() for name in ctx.commands}},
+            last_action=env.action_manager.action[0].numpy(),
+        )
+        robot = builder.compute(inputs)
+        sim = env.obs[manifest.obs_group][0].numpy()
+        worst = max(worst, float(np.abs(robot - sim).max()))
+        np.testing.assert_allclose(robot, sim, atol=1e-5, err_msg=f"step {step}: the robot-side observation differs")
+        _, _, terminated, truncated, _ = env.step(torch.randn(1, env.num_actions, generator=generator))
+        if bool(terminated[0] | truncated[0]):
+            builder.reset()  # a new episode: no history, as after the env's reset
+    print(f"\n[robot obs] {manifest.task}: max |robot - sim| = {worst:.2e} over {steps} steps")

@@ -29,8 +29,9 @@ class DryRunError(ValueError):
 
 
 def dry_run(manifest: Manifest) -> StepResult:
-    """Load the policy and feed it a robot at rest: the default pose, zero joint velocities, zero sensor
-    readings and commands, one message of each per control period, until `RUN_STEPS` steps have run.
+    """Load the policy and feed it a robot at rest: the default pose, zero joint velocities, sensors as
+    they read at rest (a level IMU; zero for others), zero for commands without a default, one message
+    of each per control period, until `RUN_STEPS` steps have run.
 
     Returns:
         The last step's result: state RUN, a finite command in `manifest.joint_names` order.
@@ -49,6 +50,7 @@ def dry_run(manifest: Manifest) -> StepResult:
     if missing:
         raise DryRunError(f"the manifest has no default position for joints {missing}")
     positions = np.array([manifest.default_joint_pos[name] for name in joints])
+    at_rest = {name: spec.at_rest() for name, spec in manifest.sensors.items()}
     # The verdict is the dry run's to report: the runtime's own state-change warnings would only repeat it.
     logger = logging.getLogger("batonlab.deploy")
     level = logger.level
@@ -60,11 +62,11 @@ def dry_run(manifest: Manifest) -> StepResult:
             runtime.set_joint_state(joints, positions, np.zeros(len(joints)), now)
             for name in runtime.required_inputs:
                 if name != "joint_states":
-                    runtime.set_vector(name, np.zeros(runtime.vectors[name].dim), now)
+                    runtime.set_vector(name, at_rest.get(name, np.zeros(runtime.vectors[name].dim)), now)
             result = runtime.step(now)
             if ran == 0 and result.state is State.PASSIVE:
                 continue
-            _check_result(manifest, result)
+            _check_result(runtime, result)
             ran += 1
             if ran == RUN_STEPS:
                 return result
@@ -77,27 +79,26 @@ def dry_run(manifest: Manifest) -> StepResult:
 # Private helpers.
 
 
-def _check_result(manifest: Manifest, result: StepResult) -> None:
+def _check_result(runtime: DeployRuntime, result: StepResult) -> None:
     if result.state is not State.RUN:
         raise DryRunError(f"at the default pose the runtime ends in state {result.state.value} ({result.reason}), not run")
     command = None if result.command is None else np.asarray(result.command, dtype=np.float64)
-    width = len(manifest.joint_names)
+    width = len(runtime.joint_names)
     if command is None or command.shape != (width,):
         shape = None if command is None else command.shape
-        raise DryRunError(f"the runtime sent a command of shape {shape}, the policy has {width} joints")
+        raise DryRunError(f"the runtime sent a command of shape {shape}, the robot side commands {width} joints")
     if not np.isfinite(command).all():
         raise DryRunError(f"the runtime sent non-finite targets {command.tolist()}")
-    outside = _outside_position_limits(manifest, command)
+    outside = _outside_position_limits(runtime, command)
     if outside:
         raise DryRunError(f"targets of joints {outside} lie outside their position limits")
 
 
-def _outside_position_limits(manifest: Manifest, command: np.ndarray) -> list[str]:
-    """Position-controlled joints whose target lies outside the manifest's position limits."""
-    low, high = manifest.pos_limits[:, 0], manifest.pos_limits[:, 1]
-    positional = {j for a in manifest.actions if a.type == "joint_position" for j in a.joints}
-    return [name for name, value, lo, hi in zip(manifest.joint_names, command, low, high)
-            if name in positional and not lo <= value <= hi]
+def _outside_position_limits(runtime: DeployRuntime, command: np.ndarray) -> list[str]:
+    """Position-controlled joints whose target lies outside their position limits."""
+    low, high = runtime.joint_states.low[: runtime.num_joints], runtime.joint_states.high[: runtime.num_joints]
+    return [name for name, kind, value, lo, hi in zip(runtime.joint_names, runtime.command_kinds, command, low, high)
+            if kind == "position" and not lo <= value <= hi]
 
 
 def _one_line(err: Exception) -> str:

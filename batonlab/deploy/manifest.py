@@ -34,11 +34,12 @@ from batonlab.deploy.manifest_sections import (
     ObsTermLayout,
     PolicyFile,
 )
+from batonlab.deploy.manifest_robot import HeldJoints, SensorSpec, StopSpec
 from batonlab.deploy.manifest_v1 import upgrade_v1
 
 __all__ = [
     "ACTION_TYPES", "ActionTerm", "ActuatedJoints", "CommandSpec", "ControlTiming", "MANIFEST_FILE", "Manifest",
-    "ManifestError", "ObsTermLayout", "PolicyFile", "SCHEMA_VERSION", "SUPPORTED_SCHEMA_VERSIONS", "load_manifest",
+    "HeldJoints", "ManifestError", "ObsTermLayout", "PolicyFile", "SensorSpec", "StopSpec", "SCHEMA_VERSION", "SUPPORTED_SCHEMA_VERSIONS", "load_manifest",
     "parse_manifest", "sha256_file",
 ]
 
@@ -71,6 +72,12 @@ class Manifest:
     """Observation group of the training env that the policy reads."""
     commands: dict[str, CommandSpec] = field(default_factory=dict)
     """Command terms by name."""
+    sensors: dict[str, SensorSpec] = field(default_factory=dict)
+    """Sensors the observation reads, by name: type, frame and where the robot gets them (IMU or topic)."""
+    held_joints: HeldJoints = field(default_factory=HeldJoints)
+    """Actuated joints the policy does not drive, held by the robot side at their targets."""
+    stop: StopSpec = field(default_factory=StopSpec)
+    """The robot's safe stop."""
     batonlab_version: str = ""
     training_config: dict[str, Any] = field(default_factory=dict, repr=False)
     """How the policy was trained (checkpoint, env and agent configs); informative, never read by the robot."""
@@ -84,6 +91,13 @@ class Manifest:
         missing = [j for j in self.joints.names if j not in self.default_joint_pos]
         if missing:
             raise ManifestError(f"default_joint_pos has no value for the action joints {missing}")
+        both = sorted(set(self.held_joints.names) & set(self.joints.names))
+        if both:
+            raise ManifestError(f"joints {both} are both driven by the policy and held")
+        if self.stop.behavior == "crouch":
+            unknown = sorted(set(self.stop.pose) - set(self.joints.names) - set(self.held_joints.names))
+            if unknown:
+                raise ManifestError(f"stop.pose names joints {unknown} that are neither policy nor held joints")
 
     # Derived values.
 
@@ -179,6 +193,9 @@ class Manifest:
             "actions": [a.to_json() for a in self.actions],
             "observations": {"group": self.obs_group, "terms": [t.to_json() for t in self.obs_terms]},
             "commands": {name: c.to_json() for name, c in self.commands.items()},
+            "sensors": {name: s.to_json() for name, s in self.sensors.items()},
+            "held_joints": self.held_joints.to_json(),
+            "stop": self.stop.to_json(),
             "training_config": self.training_config,
         }
 
@@ -193,6 +210,13 @@ class Manifest:
         if not isinstance(commands, dict):
             raise ManifestError(f"field 'commands' should be an object, got {type(commands).__name__}")
         training_config = data.get("training_config") or {}
+        sensors = data.get("sensors") or {}
+        if not isinstance(sensors, dict):
+            raise ManifestError(f"field 'sensors' should be an object, got {type(sensors).__name__}")
+        held, stop = data.get("held_joints"), data.get("stop")
+        for key, value in (("held_joints", held), ("stop", stop)):
+            if value is not None and not isinstance(value, dict):
+                raise ManifestError(f"field '{key}' should be an object, got {type(value).__name__}")
         return cls(
             task=str(data.get("task", "")),
             policy=PolicyFile.from_json(required(data, "", "policy", dict)),
@@ -204,6 +228,9 @@ class Manifest:
                             for k, t in enumerate(required(observations, "observations", "terms", list))),
             obs_group=str(observations.get("group", "policy")),
             commands={str(name): CommandSpec.from_json(c, f"commands.{name}") for name, c in commands.items()},
+            sensors={str(name): SensorSpec.from_json(s, f"sensors.{name}") for name, s in sensors.items()},
+            held_joints=HeldJoints.from_json(held) if held else HeldJoints(),
+            stop=StopSpec.from_json(stop) if stop else StopSpec(),
             batonlab_version=str(data.get("batonlab_version", "")),
             training_config=training_config if isinstance(training_config, dict) else {},
             base_dir=base_dir,
@@ -221,6 +248,8 @@ class Manifest:
             "kp": list(self.joints.kp),
             "kd": list(self.joints.kd),
             "control_dt": self.control_dt,
+            "held_joint_names": list(self.held_joints.names),
+            "stop_behavior": self.stop.behavior,
             "observation_terms": [t.name for t in self.obs_terms],
             "observation_scale": [t.scale for t in self.obs_terms],
             "observation_clip": [list(t.clip) if t.clip is not None else None for t in self.obs_terms],

@@ -207,10 +207,28 @@ class CommandSpec:
     type: str
     """Training class name, e.g. "UniformPositionCommand"."""
     dim: int
+    fields: tuple[str, ...] = ()
+    """Names of the components, e.g. ("lin_vel_x", "ang_vel_z", "height"); empty in older manifests."""
+    default: tuple[float, ...] | None = None
+    """The value before (or without) an operator, e.g. standing still; None: required before a start."""
+
+    def __post_init__(self):
+        if self.fields and len(self.fields) != self.dim:
+            raise ManifestError(f"command of type '{self.type}' has {len(self.fields)} fields for dim {self.dim}")
+        if self.default is not None and len(self.default) != self.dim:
+            raise ManifestError(f"command of type '{self.type}' has a default of {len(self.default)} values for dim {self.dim}")
 
     def to_json(self) -> dict[str, Any]:
-        return {"type": self.type, "dim": self.dim}
+        return {"type": self.type, "dim": self.dim, "fields": list(self.fields),
+                "default": list(self.default) if self.default is not None else None}
 
     @classmethod
     def from_json(cls, data: dict, label: str) -> CommandSpec:
-        return cls(str(data.get("type", "")) if isinstance(data, dict) else "", required(data, label, "dim", int))
+        data = data if isinstance(data, dict) else {}
+        fields, default = data.get("fields") or [], data.get("default")
+        if not isinstance(fields, list):
+            raise ManifestError(f"field '{label}.fields' should be a list, got {type(fields).__name__}")
+        if default is not None and not isinstance(default, list):
+            raise ManifestError(f"field '{label}.default' should be a list or null, got {type(default).__name__}")
+        return cls(str(data.get("type", "")), required(data, label, "dim", int),
+                   tuple(map(str, fields)), numbers(default, f"{label}.default") if default is not None else None)

@@ -40,7 +40,7 @@ class ObsContext:
 
     manifest: Manifest
     joints: list[str] = field(default_factory=list)
-    """Joints read by any term or commanded by the policy, in first-use order (action joints first)."""
+    """Joints read by any term or commanded, in first-use order: action joints, held joints, then the rest."""
     sensors: dict[str, int] = field(default_factory=dict)
     """Sensor inputs by name → width."""
     commands: dict[str, int] = field(default_factory=dict)
@@ -48,13 +48,21 @@ class ObsContext:
     uses_joint_vel: bool = False
 
     def __post_init__(self):
-        self.joint_index(self.manifest.joint_names)
+        self.joint_index((*self.manifest.joint_names, *self.manifest.held_joints.names))
 
     def joint_index(self, names) -> np.ndarray:
         for name in names:
             if name not in self.joints:
                 self.joints.append(name)
         return np.array([self.joints.index(n) for n in names], dtype=np.intp)
+
+    def sensor(self, name: str, dim: int) -> None:
+        """Declare a sensor input; two terms reading one sensor must agree on its width."""
+        if self.sensors.setdefault(name, dim) != dim:
+            raise ManifestError(f"sensor '{name}' is read with {self.sensors[name]} and with {dim} values")
+        spec = self.manifest.sensors.get(name)
+        if spec is not None and spec.dim != dim:
+            raise ManifestError(f"sensor '{name}' has {spec.dim} values in the manifest's sensors, a term reads {dim}")
 
     def default_pos(self, names) -> np.ndarray:
         missing = [n for n in names if n not in self.manifest.default_joint_pos]
@@ -118,10 +126,32 @@ class Sensor:
 
     def __init__(self, ctx: ObsContext, name: str, size: int):
         self.name = name
-        self.size = ctx.sensors[name] = size
+        self.size = size
+        ctx.sensor(name, size)
 
     def __call__(self, inputs: RobotInputs) -> np.ndarray:
         return inputs.vectors[self.name]
+
+
+class ProjectedGravity:
+    """`mdp_locomotion.projected_gravity`: the unit gravity direction in the IMU frame, from the IMU's
+    orientation (w, x, y, z) in a z-up frame; (0, 0, -1) when level. Yaw does not enter.
+
+    The quaternion is normalised first: a robot's IMU filter may report one slightly off unit length,
+    which the simulator's never is (a zero or non-finite quaternion yields NaN, which stops the robot).
+    """
+
+    def __init__(self, ctx: ObsContext, sensor: str = "imu_quat"):
+        self.name = sensor
+        self.size = 3
+        ctx.sensor(sensor, 4)
+
+    def __call__(self, inputs: RobotInputs) -> np.ndarray:
+        q = inputs.vectors[self.name]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            w, x, y, z = q / np.sqrt(q @ q)
+        # R(q)^T · (0, 0, -1): minus the third row of the rotation matrix.
+        return -np.array([2.0 * (x * z - w * y), 2.0 * (y * z + w * x), 1.0 - 2.0 * (x * x + y * y)])
 
 
 OBS_FUNCS: dict[str, type] = {
@@ -130,6 +160,7 @@ OBS_FUNCS: dict[str, type] = {
     "batonlab.env.mdp:last_action": LastAction,
     "batonlab.env.mdp:generated_command": GeneratedCommand,
     "batonlab.env.mdp:sensor": Sensor,
+    "batonlab.env.mdp_locomotion:projected_gravity": ProjectedGravity,
 }
 """Training function → numpy twin. A term is added here together with a parity test."""
 

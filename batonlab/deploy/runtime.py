@@ -17,12 +17,13 @@ Input faults and what they do:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from batonlab.deploy.actions import ActionProcessor
+from batonlab.deploy.actions import POSITION, VELOCITY, ActionProcessor
 from batonlab.deploy.inputs import ArrivalGaps, InputError, VectorInput
 from batonlab.deploy.joints import JointInputError, JointMismatchError, JointStates
 from batonlab.deploy.manifest import Manifest
@@ -40,7 +41,7 @@ class StepResult:
     """The outcome of one control step."""
 
     command: np.ndarray | None
-    """(num_joints,) targets in `DeployRuntime.joint_names` order, or None: send nothing."""
+    """Targets in `DeployRuntime.joint_names` order (policy joints, then held joints), or None: send nothing."""
     state: State
     reason: str
     tick: int
@@ -69,8 +70,8 @@ class DeployRuntime:
         manifest: The validated manifest.
         safety: Safety limits and timings.
         ignored_joints: Robot joints the policy does not use that may appear in joint states.
-        command_defaults: Default values of commands (e.g. zero velocity); commands without one are
-            required before the robot leaves passive.
+        command_defaults: Default values of commands, over the manifest's (e.g. standing still);
+            commands without one are required before the robot leaves passive.
         command_timeouts: Per command, seconds after which it falls back to its default.
         policy: A callable obs → raw action (default: `OnnxPolicy(manifest)`).
         on_transition: Called with each state `Transition`.
@@ -99,22 +100,38 @@ class DeployRuntime:
             policy = OnnxPolicy(manifest)
         self.policy = policy
         self.actions = ActionProcessor(manifest)
-        self.safety_cfg = cfg = safety or SafetyCfg()
+        self.safety_cfg = cfg = _with_robot_stop(safety or SafetyCfg(), manifest)
         self.stale_timeout_s = cfg.stale_timeout_s or default_stale_timeout(self.dt)
-        self.num_joints = len(manifest.joint_names)
-        # Joints the observation reads beyond the action joints have no limits in the manifest.
+        held = manifest.held_joints
+        self.joint_names = (*manifest.joint_names, *held.names)
+        """Joints of the command vector: the policy's (in policy order), then the held joints."""
+        self.command_kinds = (*self.actions.kinds, *(POSITION for _ in held.names))
+        """Command interface of each joint of `joint_names`: "position", "velocity" or "effort"."""
+        self.num_joints = len(self.joint_names)
+        self._held_targets = np.array(held.targets, dtype=np.float64)
+        # The command joints lead the joints the observation reads (ObsContext puts them first); the
+        # others (read, not commanded) have no limits in the manifest.
         limits = np.full((len(self.ctx.joints), 2), [-np.inf, np.inf])
-        limits[: self.num_joints] = manifest.pos_limits
+        limits[: self.num_joints] = np.concatenate([manifest.pos_limits, np.array(held.pos_limits).reshape(-1, 2)])
         self.joint_states = JointStates(self.ctx.joints, ignored_joints, limits, cfg.plausibility, cfg.velocity_from_positions)
         self._joint_ticks = np.zeros(len(self.ctx.joints), dtype=np.int64)
         self._joint_gaps = ArrivalGaps(len(self.ctx.joints))
-        self.safety = SafetyFilter(cfg, JointLimits(self.actions.kinds, manifest.pos_limits[:, 0], manifest.pos_limits[:, 1],
-                                                    manifest.torque_limits, manifest.kp, manifest.kd),
-                                   self.dt, on_transition=on_transition)
+        is_vel = np.array(self.command_kinds) == VELOCITY
+        ctrl = np.concatenate([manifest.ctrl_range, np.full((len(held.names), 2), [-np.inf, np.inf])])
+        self.safety = SafetyFilter(
+            cfg,
+            JointLimits(self.command_kinds, limits[: self.num_joints, 0], limits[: self.num_joints, 1],
+                        np.concatenate([manifest.torque_limits, held.torque_limits]),
+                        np.concatenate([manifest.kp, held.kp]), np.concatenate([manifest.kd, held.kd]),
+                        vel_low=np.where(is_vel, ctrl[:, 0], -np.inf), vel_high=np.where(is_vel, ctrl[:, 1], np.inf),
+                        names=self.joint_names),
+            self.dt, on_transition=on_transition)
         self.inputs = RobotInputs(joint_pos=self.joint_states.position, joint_vel=self.joint_states.velocity, vectors={},
                                   last_action=np.zeros(manifest.action_dim, dtype=np.float32))
         self.vectors: dict[str, VectorInput] = {name: VectorInput(name, dim, "sensor") for name, dim in self.ctx.sensors.items()}
-        defaults, timeouts = command_defaults or {}, command_timeouts or {}
+        defaults = {name: c.default for name, c in manifest.commands.items() if c.default is not None}
+        defaults.update(command_defaults or {})
+        timeouts = command_timeouts or {}
         for name, dim in self.ctx.commands.items():
             default = np.asarray(defaults[name], dtype=np.float64) if name in defaults else None
             if default is not None and default.shape != (dim,):
@@ -125,11 +142,6 @@ class DeployRuntime:
         """Arrival of the last estop=false (heartbeat mode) [s]."""
 
     # Properties.
-
-    @property
-    def joint_names(self) -> tuple[str, ...]:
-        """Joints of the command vector, in policy order."""
-        return self.manifest.joint_names
 
     @property
     def state(self) -> State:
@@ -240,7 +252,7 @@ class DeployRuntime:
             raw = np.asarray(self.policy(self.observation.compute(self.inputs)), dtype=np.float32)
             if np.isfinite(raw).all():
                 self.inputs.last_action[:] = raw
-                target = self.actions(raw)
+                target = np.concatenate([self.actions(raw), self._held_targets])
             else:
                 self.safety.fault("non-finite policy output", now)
         command = self.safety.command(now, target, q, qd, check.measured_ok)
@@ -351,6 +363,16 @@ class DeployRuntime:
                         f"{self.stale_timeout_s * 1e3:.0f} ms stale timeout: publish it faster or raise "
                         f"stale_timeout_s above {gap / RATE_MARGIN * 1e3:.0f} ms"), None
         return None, measuring
+
+
+def _with_robot_stop(cfg: SafetyCfg, manifest: Manifest) -> SafetyCfg:
+    """The robot's own stop behaviour, pose and time from the manifest, where `cfg` leaves them open."""
+    return dataclasses.replace(
+        cfg,
+        stop_behavior=cfg.stop_behavior or manifest.stop.behavior,
+        stop_pose=cfg.stop_pose if cfg.stop_pose is not None else dict(manifest.stop.pose),
+        stop_time_s=cfg.stop_time_s if cfg.stop_time_s is not None else manifest.stop.time_s,
+    )
 
 
 def _first_sentence(err: Exception) -> str:

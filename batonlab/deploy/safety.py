@@ -6,6 +6,7 @@
        └──────── reset() ──────── stop ◄── e-stop (or lost heartbeat), stale / non-finite / implausible
                                    │       input, malformed message, non-finite policy output
                        hold ──stop_hold_time_s──► damp         (stop_behavior "hold_then_damp")
+                       crouch ──stop_time_s, wheels at rest──► damp   (stop_behavior "crouch")
 
 - passive: nothing is commanded; the robot's own controllers keep it where it is.
 - ramp: soft start, targets blend from the pose measured on entry to the policy's targets.
@@ -18,15 +19,25 @@
         re-targeting the measured pose would let the arm sag by that much;
     "hold": hold for good;
     "damp": position targets follow the measured pose at once, so the PD law reduces to `-kd·q̇`
-        (right for a robot that rests safely when limp, wrong for an arm under gravity).
+        (right for a robot that rests safely when limp, wrong for an arm under gravity);
+    "crouch" (right for a self-balancing wheel-legged robot, which falls when its legs are damped
+        while it stands): the joints named in `stop_pose` move there in `stop_time_s` (legs fold,
+        the robot sits down on its wheels), the other position joints hold, then all are damped.
+  In every behaviour, velocity-controlled joints (wheels) ramp to zero speed at `stop_deceleration`:
+  a wheel command never jumps to zero, which would tip a balancing robot over its wheels.
   When the joint states themselves are stale or broken, the last command is held instead of
   following them. Stop is latched: only `reset()` leaves it, and `reset()` refuses while the e-stop
   is on.
 
 The limits hold for every command that leaves the filter, in every state, and no stage undoes an
-earlier one: position targets move at most `max_joint_velocity · dt` per step from the previous
-command and stay inside the joint limits (these two are applied last, together), and within that
-window the PD torque `kp·(target − q) − kd·q̇` is kept inside the torque limits wherever it can be.
+earlier one. Per command interface:
+- position: targets move at most `max_joint_velocity · dt` per step from the previous command and
+  stay inside the joint limits (these two are applied last, together); within that window the PD
+  torque `kp·(target − q) − kd·q̇` is kept inside the torque limits wherever it can be;
+- velocity: targets change at most `max_acceleration · dt` per step and stay inside the speed limit
+  (the actuator's control range from the manifest, and `max_velocity_command`); the drive limits its
+  own torque (a velocity servo's current limit), as the simulated actuator's force range did;
+- effort: torques stay inside the torque limits.
 Every command is finite.
 """
 
@@ -44,7 +55,7 @@ from batonlab.deploy.joints import PlausibilityCfg
 
 log = logging.getLogger("batonlab.deploy")
 
-STOP_BEHAVIORS = ("hold_then_damp", "hold", "damp")
+STOP_BEHAVIORS = ("hold_then_damp", "hold", "damp", "crouch")
 """What a stopped robot does; see the module docstring."""
 
 
@@ -64,13 +75,26 @@ class SafetyCfg:
     stale_timeout_s: float | None = None
     """Inputs older than this stop the robot [s]; None: `default_stale_timeout(dt)`."""
     max_joint_velocity: float = 3.0
-    """Rate limit: position targets move at most this fast; also the clamp of velocity targets [rad/s or m/s]."""
+    """Rate limit: position targets move at most this fast [rad/s or m/s]."""
+    max_velocity_command: float | None = None
+    """Velocity targets (wheels) stay within ± this, and within the manifest's control range [rad/s]; None: the
+    control range alone."""
+    max_acceleration: float = 400.0
+    """Velocity targets change at most this fast while running [rad/s²] (the policy's own wheel commands
+    in training change by up to ~8 rad/s per 20 ms step)."""
+    stop_deceleration: float = 20.0
+    """Stopped: velocity targets ramp to zero at this rate [rad/s²] (a 0.1 m wheel: 2 m/s², 1.5 s from 3 m/s)."""
     position_margin: float = 0.0
     """Position targets stay this far inside the manifest's joint limits [rad or m]."""
     torque_limit_scale: float = 1.0
     """PD targets are clamped so that `kp·(target − q) − kd·q̇` stays within this fraction of the torque limits."""
-    stop_behavior: str = "hold_then_damp"
-    """"hold_then_damp", "hold" or "damp" (see the module docstring)."""
+    stop_behavior: str | None = None
+    """One of `STOP_BEHAVIORS` (see the module docstring); None: the robot's, from the manifest
+    (`DeployRuntime`), "hold_then_damp" for a bare `SafetyFilter`."""
+    stop_pose: dict[str, float] | None = None
+    """"crouch": targets of the joints that move to a resting pose [rad or m]; None: the manifest's."""
+    stop_time_s: float | None = None
+    """"crouch": time to reach `stop_pose` [s]; None: the manifest's (1 s for a bare `SafetyFilter`)."""
     stop_hold_time_s: float = 3.0
     """"hold_then_damp": how long the pose is held before damping [s]."""
     stop_hold_torque_scale: float = 0.5
@@ -89,12 +113,18 @@ class SafetyCfg:
     trip the stale timeout is refused with a message instead (0: start at once, unchecked)."""
 
     def __post_init__(self) -> None:
-        if self.stop_behavior not in STOP_BEHAVIORS:
+        if self.stop_behavior is not None and self.stop_behavior not in STOP_BEHAVIORS:
             raise ValueError(f"stop_behavior must be one of {list(STOP_BEHAVIORS)}, got {self.stop_behavior!r}")
         if self.ramp_time_s < 0 or self.max_joint_velocity <= 0 or not 0 < self.torque_limit_scale <= 1:
             raise ValueError("need ramp_time_s >= 0, max_joint_velocity > 0 and 0 < torque_limit_scale <= 1")
         if self.stop_hold_time_s < 0 or not 0 < self.stop_hold_torque_scale <= 1:
             raise ValueError("need stop_hold_time_s >= 0 and 0 < stop_hold_torque_scale <= 1")
+        if self.max_acceleration <= 0 or self.stop_deceleration <= 0:
+            raise ValueError("need max_acceleration > 0 and stop_deceleration > 0")
+        if self.max_velocity_command is not None and self.max_velocity_command <= 0:
+            raise ValueError(f"max_velocity_command must be > 0 (or None), got {self.max_velocity_command}")
+        if self.stop_time_s is not None and self.stop_time_s < 0:
+            raise ValueError(f"stop_time_s must be >= 0, got {self.stop_time_s}")
         if self.stale_timeout_s is not None and self.stale_timeout_s <= 0:
             raise ValueError(f"stale_timeout_s must be > 0 (or None for the default), got {self.stale_timeout_s}")
         if self.estop_heartbeat_timeout_s is not None and self.estop_heartbeat_timeout_s <= 0:
@@ -119,6 +149,11 @@ class JointLimits:
     """Actuator force limits (inf where unlimited) [N·m or N]."""
     kp: np.ndarray
     kd: np.ndarray
+    vel_low: np.ndarray | None = None
+    """Velocity joints: the speed range of their actuators (the manifest's control range) [rad/s]; None: unlimited."""
+    vel_high: np.ndarray | None = None
+    names: tuple[str, ...] = ()
+    """Joint names, to place `SafetyCfg.stop_pose`; empty: a crouch moves no joint."""
 
 
 @dataclass(frozen=True)
@@ -152,6 +187,24 @@ class SafetyFilter:
         self.hold_torque = limits.torque * cfg.stop_hold_torque_scale
         self.kp, self.kd = limits.kp, limits.kd
         self.max_step = cfg.max_joint_velocity * dt
+        n = len(limits.kinds)
+        speed = cfg.max_velocity_command if cfg.max_velocity_command is not None else np.inf
+        vel_low = limits.vel_low if limits.vel_low is not None else np.full(n, -np.inf)
+        vel_high = limits.vel_high if limits.vel_high is not None else np.full(n, np.inf)
+        self.vel_low, self.vel_high = np.maximum(vel_low, -speed), np.minimum(vel_high, speed)
+        if np.any(self.vel_low[self.is_vel] > 0) or np.any(self.vel_high[self.is_vel] < 0):
+            raise ValueError("a velocity joint's speed range must contain zero (its stop command)")
+        self.max_speed_step = cfg.max_acceleration * dt
+        self.stop_speed_step = cfg.stop_deceleration * dt
+        self.behavior = cfg.stop_behavior or "hold_then_damp"
+        self.stop_time_s = cfg.stop_time_s if cfg.stop_time_s is not None else 1.0
+        pose = cfg.stop_pose or {}
+        unknown = sorted(set(pose) - set(limits.names))
+        if unknown:
+            raise ValueError(f"stop_pose names joints {unknown} that this filter does not command {list(limits.names)}")
+        self.stop_pose = np.array([pose.get(name, np.nan) for name in limits.names] if limits.names else [np.nan] * n)
+        if np.any(np.isfinite(self.stop_pose) & ~self.is_pos):
+            raise ValueError("stop_pose may only name position-controlled joints")
         self.on_transition = on_transition
         self.state = State.PASSIVE
         self.reason = "waiting for inputs"
@@ -167,7 +220,8 @@ class SafetyFilter:
         self._ramp_start = 0.0
         self._ramp_from: np.ndarray | None = None
         self._stop_start = 0.0
-        self._hold_pose: np.ndarray | None = None
+        self._stop_from: np.ndarray | None = None
+        """The last command before the stop: held, or the start of the crouch."""
 
     # Events.
 
@@ -251,13 +305,16 @@ class SafetyFilter:
         return None if cmd is None else self._sent(cmd)
 
     def stop_phase(self, now: float) -> str | None:
-        """"hold" or "damp" while stopped (None otherwise)."""
+        """"hold", "crouch" or "damp" while stopped (None otherwise)."""
         if self.state is not State.STOP:
             return None
-        behavior = self.cfg.stop_behavior
-        if behavior == "hold_then_damp":
-            return "hold" if now - self._stop_start < self.cfg.stop_hold_time_s else "damp"
-        return behavior
+        elapsed = now - self._stop_start
+        if self.behavior == "hold_then_damp":
+            return "hold" if elapsed < self.cfg.stop_hold_time_s else "damp"
+        if self.behavior == "crouch":
+            wheels_turning = self.last_command is not None and np.any(self.last_command[self.is_vel] != 0.0)
+            return "crouch" if elapsed < self.stop_time_s or wheels_turning else "damp"
+        return self.behavior
 
     # Private methods.
 
@@ -278,25 +335,40 @@ class SafetyFilter:
             low = np.maximum(low, prev[pos] - self.max_step)
             high = np.minimum(high, prev[pos] + self.max_step)
         cmd[pos] = np.minimum(np.maximum(cmd[pos], low), high)
-        cmd[self.is_vel] = np.clip(cmd[self.is_vel], -self.cfg.max_joint_velocity, self.cfg.max_joint_velocity)
+        # Velocity joints: the same kind of window, on the speed (an acceleration limit), inside the speed range.
+        vel = self.is_vel
+        low, high = self.vel_low[vel], self.vel_high[vel]
+        if prev is not None:
+            low = np.maximum(low, prev[vel] - self.max_speed_step)
+            high = np.minimum(high, prev[vel] + self.max_speed_step)
+        cmd[vel] = np.minimum(np.maximum(cmd[vel], low), high)
         cmd[self.is_eff] = np.clip(cmd[self.is_eff], -torque[self.is_eff], torque[self.is_eff])
         return cmd
 
     def _stop_command(self, now: float, q, qd, measured_ok: bool) -> np.ndarray | None:
         if self.last_command is None:
             return None  # stopped before anything was commanded: keep sending nothing
+        if self._stop_from is None:
+            # The last command, not the measured pose: a PD servo holds a loaded joint with its target
+            # offset from the measured pose by load/kp; a target at the measured pose would let it sag.
+            self._stop_from = self.last_command.copy()
         phase = self.stop_phase(now)
+        torque = self.torque
         if phase == "hold":
-            if self._hold_pose is None:
-                # The last command, not the measured pose: a PD servo holds a loaded joint with its target
-                # offset from the measured pose by load/kp; a target at the measured pose would let it sag.
-                self._hold_pose = np.where(self.is_pos, self.last_command, 0.0)
-            cmd, torque = self._hold_pose.copy(), self.hold_torque
+            cmd, torque = np.where(self.is_pos, self._stop_from, 0.0), self.hold_torque
+        elif phase == "crouch":
+            alpha = min(1.0, (now - self._stop_start) / self.stop_time_s) if self.stop_time_s > 0 else 1.0
+            moving = np.isfinite(self.stop_pose)
+            cmd = np.where(self.is_pos, self._stop_from, 0.0)
+            cmd[moving] = self._stop_from[moving] + alpha * (self.stop_pose[moving] - self._stop_from[moving])
         elif measured_ok:
-            cmd, torque = np.where(self.is_pos, q, 0.0), self.torque
+            cmd = np.where(self.is_pos, q, 0.0)
             cmd[self.is_eff] = -self.kd[self.is_eff] * qd[self.is_eff]
         else:
-            cmd, torque = np.where(self.is_pos, self.last_command, 0.0), self.torque
+            cmd = np.where(self.is_pos, self.last_command, 0.0)
+        # Wheels brake at the deceleration limit in every phase: a speed command never jumps to zero.
+        prev = self.last_command[self.is_vel]
+        cmd[self.is_vel] = np.sign(prev) * np.maximum(np.abs(prev) - self.stop_speed_step, 0.0)
         cmd = self._limit(cmd, q, qd, measured_ok, torque)
         return cmd if np.isfinite(cmd).all() else None
 
@@ -311,7 +383,7 @@ class SafetyFilter:
         transition = Transition(now, self.state, state, reason)
         self.state, self.reason = state, reason
         if state is State.STOP:
-            self._stop_start, self._hold_pose = now, None
+            self._stop_start, self._stop_from = now, None
         self.transitions.append(transition)
         level = logging.WARNING if state is State.STOP else logging.INFO
         log.log(level, "%s -> %s: %s", transition.source.value, state.value, reason)

@@ -18,10 +18,14 @@ from batonlab.deploy.manifest import (  # noqa: F401  (sha256_file: the robot si
     ActuatedJoints,
     CommandSpec,
     ControlTiming,
+    HeldJoints,
     Manifest,
     PolicyFile,
+    SensorSpec,
+    StopSpec,
     sha256_file,
 )
+from batonlab.deploy.manifest_robot import IMU_ANGULAR_VELOCITY, IMU_LINEAR_ACCELERATION, IMU_ORIENTATION, TOPIC
 from batonlab.env.env import BatonEnv
 
 _SCALAR_JOINTS = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
@@ -43,12 +47,7 @@ def manifest_from_env(env: BatonEnv, task: str, obs_group: str = "policy", train
     model = env.scene.model
     terms = list(env.action_manager.terms.items())
     joint_names = [j for _, term in terms for j in term.joint_names]
-    joint_ids = env.scene.joint_ids(joint_names)
-    actuator_ids = env.scene.actuator_for_joints(joint_names)
-    kp, kd = env.scene.actuator_gains(actuator_ids)
-    act = actuator_ids.numpy()
-    forcerange = np.where(model.actuator_forcelimited[act, None].astype(bool), model.actuator_forcerange[act], [-np.inf, np.inf])
-    joint_range = np.where(model.jnt_limited[joint_ids, None].astype(bool), model.jnt_range[joint_ids], [-np.inf, np.inf])
+    joint_range, torque_limits, kp, kd = _servo_limits(env, joint_names)
     # The range the action terms clamp their targets into before writing them to MuJoCo's ctrl.
     ctrl_range = np.stack([np.concatenate([t.ctrl_low.cpu().numpy() for _, t in terms]),
                            np.concatenate([t.ctrl_high.cpu().numpy() for _, t in terms])], axis=1)
@@ -64,18 +63,90 @@ def manifest_from_env(env: BatonEnv, task: str, obs_group: str = "policy", train
             names=tuple(joint_names),
             pos_limits=_pairs(joint_range),
             ctrl_range=_pairs(ctrl_range),
-            torque_limits=tuple(float(v) for v in np.abs(forcerange).max(axis=1)),
-            kp=tuple(float(v) for v in kp),
-            kd=tuple(float(v) for v in kd),
+            torque_limits=torque_limits,
+            kp=kp,
+            kd=kd,
         ),
         default_joint_pos=default_joint_pos,
         actions=tuple(_action_term(name, term, default_qpos) for name, term in terms),
         obs_terms=tuple(env.observation_manager.layout[obs_group]),
         obs_group=obs_group,
-        commands={name: CommandSpec(type(c).__name__, int(c.dim)) for name, c in env.command_manager.terms.items()},
+        commands={name: _command_spec(c) for name, c in env.command_manager.terms.items()},
+        sensors=_sensor_specs(model, env.observation_manager.layout[obs_group]),
+        held_joints=_held_joints(env, default_qpos),
+        stop=StopSpec(env.cfg.deploy.stop_behavior, dict(env.cfg.deploy.stop_pose), float(env.cfg.deploy.stop_time_s)),
         batonlab_version=batonlab.__version__,
         training_config=training_config or {},
     )
+
+
+def _servo_limits(env: BatonEnv, joints) -> tuple:
+    """Position limits, actuator force limits and PD gains of `joints`' actuators, as manifest tuples."""
+    model = env.scene.model
+    joint_ids = env.scene.joint_ids(joints)
+    actuator_ids = env.scene.actuator_for_joints(joints)
+    kp, kd = env.scene.actuator_gains(actuator_ids)
+    act = actuator_ids.numpy()
+    forcerange = np.where(model.actuator_forcelimited[act, None].astype(bool), model.actuator_forcerange[act], [-np.inf, np.inf])
+    joint_range = np.where(model.jnt_limited[joint_ids, None].astype(bool), model.jnt_range[joint_ids], [-np.inf, np.inf])
+    return (_pairs(joint_range), tuple(float(v) for v in np.abs(forcerange).max(axis=1)), tuple(float(v) for v in kp),
+            tuple(float(v) for v in kd))
+
+
+def _held_joints(env: BatonEnv, default_qpos: np.ndarray) -> HeldJoints:
+    """The task's held joints (`TaskCfg.deploy.held_joints`), held at their default pose as in training."""
+    names = tuple(env.cfg.deploy.held_joints)
+    if not names:
+        return HeldJoints()
+    pos_limits, torque_limits, kp, kd = _servo_limits(env, names)
+    targets = tuple(float(v) for v in default_qpos[env.scene.qpos_adr(names).numpy()])
+    return HeldJoints(names, targets, pos_limits, torque_limits, kp, kd)
+
+
+def _command_spec(term) -> CommandSpec:
+    default = term.default_value()
+    return CommandSpec(type(term).__name__, int(term.dim), tuple(term.fields),
+                       tuple(float(v) for v in default) if default is not None else None)
+
+
+_SENSOR_PARAMS = ("name", "sensor")
+"""Observation-term parameters that name a MuJoCo sensor (`mdp.sensor`, `mdp_locomotion.projected_gravity`)."""
+
+
+def _sensor_specs(model: mujoco.MjModel, layout) -> dict[str, SensorSpec]:
+    """Every MuJoCo sensor an observation term reads: its type, its frame and where a robot gets it.
+
+    A gyro, an accelerometer or a world-referenced orientation (`framequat` without a reference
+    frame) of a site is an IMU field; anything else is a vector the robot publishes itself.
+    """
+    specs = {}
+    for term in layout:
+        for key in _SENSOR_PARAMS:
+            name = term.params.get(key)
+            if not isinstance(name, str) or mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SENSOR, name) < 0:
+                continue
+            sensor = model.sensor(name)
+            kind = mujoco.mjtSensor(int(sensor.type[0]))
+            objtype = int(sensor.objtype[0])
+            source = TOPIC
+            if kind == mujoco.mjtSensor.mjSENS_GYRO:
+                source = IMU_ANGULAR_VELOCITY
+            elif kind == mujoco.mjtSensor.mjSENS_ACCELEROMETER:
+                source = IMU_LINEAR_ACCELERATION
+            elif kind == mujoco.mjtSensor.mjSENS_FRAMEQUAT and int(sensor.reftype[0]) in (-1, 0) and int(sensor.refid[0]) < 0:
+                source = IMU_ORIENTATION
+            frame = body = ""
+            pos, quat = (0.0, 0.0, 0.0), (1.0, 0.0, 0.0, 0.0)
+            if source == TOPIC and int(sensor.refid[0]) >= 0:
+                # A frame sensor with a reference (e.g. the tool point in the arm base): the vector is in that frame.
+                frame = mujoco.mj_id2name(model, int(sensor.reftype[0]), int(sensor.refid[0])) or ""
+            elif objtype == int(mujoco.mjtObj.mjOBJ_SITE):
+                site = model.site(int(sensor.objid[0]))
+                frame, body = site.name, model.body(int(site.bodyid[0])).name
+                pos, quat = tuple(map(float, site.pos)), tuple(map(float, site.quat))
+            specs[name] = SensorSpec(kind.name.removeprefix("mjSENS_").lower(), int(sensor.dim[0]), source, frame, body,
+                                     pos, quat)
+    return specs
 
 
 def _action_term(name: str, term, default_qpos: np.ndarray) -> ActionTerm:
