@@ -6,7 +6,10 @@ Sensors and task commands the policy reads are exchanged by their manifest names
 - sensor `<name>` on `sensors/<name>`, task command `<name>` on `commands/<name>`;
 - 3-vectors (points in the robot base frame, e.g. the tool point `ee_pos_b` or a reach target)
   as `geometry_msgs/PointStamped`, anything else as `std_msgs/Float64MultiArray`;
-- a velocity command can instead come from `cmd_vel` (`geometry_msgs/Twist`).
+- a velocity command can instead come from `cmd_vel` (`geometry_msgs/Twist`): its fields (the
+  command term's `fields`) map by name onto the Twist (`TWIST_FIELDS`: lin_vel_x → linear.x,
+  lin_vel_y → linear.y, ang_vel_z → angular.z, …); fields a Twist cannot carry (a base height) take
+  the command's default (`twist_to_command`), and the sim robot fixes them there.
 """
 
 from __future__ import annotations
@@ -53,6 +56,46 @@ def twist_to_vector(msg: Twist, dim: int) -> list[float]:
     if dim == 6:
         return [lin.x, lin.y, lin.z, ang.x, ang.y, ang.z]
     raise ValueError(f"cmd_vel cannot feed a command of width {dim} (2, 3 or 6)")
+
+
+TWIST_FIELDS: dict[str, tuple[str, str]] = {
+    "lin_vel_x": ("linear", "x"),
+    "lin_vel_y": ("linear", "y"),
+    "lin_vel_z": ("linear", "z"),
+    "ang_vel_x": ("angular", "x"),
+    "ang_vel_y": ("angular", "y"),
+    "ang_vel_z": ("angular", "z"),
+}
+"""Command field → (Twist part, axis) [m/s, rad/s]; other fields are not carried by a Twist."""
+
+
+def command_to_twist(fields: Sequence[str], values: Sequence[float]) -> Twist:
+    """A command (its `fields` and `values`) as a Twist; fields not in `TWIST_FIELDS` are left out."""
+    msg = Twist()
+    for field, value in zip(fields, values):
+        if field in TWIST_FIELDS:
+            part, axis = TWIST_FIELDS[field]
+            setattr(getattr(msg, part), axis, float(value))
+    return msg
+
+
+def twist_to_command(msg: Twist, fields: Sequence[str], defaults: Sequence[float] | None) -> list[float]:
+    """A Twist as the command of `fields`; fields a Twist cannot carry take their value in `defaults`
+    (the command term's `default_value()`, aligned with `fields`).
+
+    Raises:
+        ValueError: a field a Twist cannot carry and no default for it.
+    """
+    values = []
+    for k, field in enumerate(fields):
+        if field in TWIST_FIELDS:
+            part, axis = TWIST_FIELDS[field]
+            values.append(float(getattr(getattr(msg, part), axis)))
+        elif defaults is not None:
+            values.append(float(defaults[k]))
+        else:
+            raise ValueError(f"a Twist cannot carry the command field '{field}' and the command has no default")
+    return values
 
 
 def float_array(values: Sequence[float], label: str = "") -> Float64MultiArray:

@@ -9,6 +9,12 @@ What changes is the loop: physics advances one step per call and targets arrive 
 whenever they arrive. Every `decimation` physics steps the env's own `end_control_period` runs (the
 episode clock, terminations, success, command timers, resets, interval events), so episodes end
 on the task's time limit and on its failures exactly as in `play`.
+
+The robot's command interfaces are those of ros2_control: its commandable joints (the task's action
+joints, then `cfg.deploy.held_joints`) grouped by the kind of their MuJoCo actuator, "position"
+(position servos: legs, arm), "velocity" (velocity servos: wheels) or "effort" (motors). Its IMU is
+the scene's IMU sensors (framequat, gyro, accelerometer on one site) when the policy reads them, and
+its odometry the root body's free joint.
 """
 
 from __future__ import annotations
@@ -20,10 +26,17 @@ import numpy as np
 import torch
 
 from batonlab.env import mdp
+from batonlab.env import mdp_locomotion as loco
 from batonlab.env.env import BatonEnv
 from batonlab.tasks import make_task_cfg
 
 _SCALAR_JOINTS = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
+
+INTERFACES = ("position", "velocity", "effort")
+"""ros2_control command interfaces, in the order the robot lists them."""
+
+GRAVITY = 9.81
+"""Specific force of a resting IMU without an accelerometer sensor (the root-body IMU) [m/s²]."""
 
 
 class ConfigError(ValueError):
@@ -56,6 +69,37 @@ class EpisodeResult:
     """Ended by a failure term (a fall, physics divergence) rather than by the time limit."""
     final_distance: float | None
     """Distance between the last command and its sensor, for position commands [m]."""
+    mean_speed_error: float | None = None
+    """Mean |v - v_cmd| over the episode, for tasks with a `BaseVelocityCommand` [m/s]: its
+    `metrics["lin_vel_error"] / metrics["time"]` at the end of the episode (what curricula judge)."""
+
+
+@dataclass
+class ImuReading:
+    """One IMU sample, in the conventions of sensor_msgs/Imu (REP-145)."""
+
+    frame_id: str
+    """The IMU's frame: the sensors' site, or the root body for the root-body IMU."""
+    orientation: np.ndarray
+    """(4,) wxyz, the IMU frame's orientation in the world (z up: ENU, REP-103)."""
+    angular_velocity: np.ndarray
+    """(3,) in the IMU frame [rad/s]."""
+    linear_acceleration: np.ndarray
+    """(3,) specific force in the IMU frame (+9.81 on z at rest, upright) [m/s²]."""
+
+
+@dataclass
+class BaseMotion:
+    """Pose and twist of the robot's root body, in the conventions of nav_msgs/Odometry (REP-105)."""
+
+    position: np.ndarray
+    """(3,) in the world (the odom frame) [m]."""
+    orientation: np.ndarray
+    """(4,) wxyz, the root body's orientation in the world."""
+    linear_velocity: np.ndarray
+    """(3,) in the root body's frame (the odom message's child frame) [m/s]."""
+    angular_velocity: np.ndarray
+    """(3,) in the root body's frame [rad/s]."""
 
 
 class SimRobot:
@@ -70,7 +114,7 @@ class SimRobot:
         seed: Seed of the first episode.
 
     Raises:
-        ConfigError: `task` is not a registered task.
+        ConfigError: `task` is not a registered task, or its held joints are not actuated as expected.
     """
 
     def __init__(self, task: str, seed: int = 0):
@@ -94,22 +138,46 @@ class SimRobot:
         self.joint_names = [model.joint(j).name for j in joints]
         self._qadr = np.array([model.jnt_qposadr[j] for j in joints])
         self._dadr = np.array([model.jnt_dofadr[j] for j in joints])
-        # Commanded joints: those of the task's action terms, through their actuators and ctrl ranges.
+        # Commanded joints: those of the task's action terms (through their actuators and ctrl ranges, as
+        # the terms apply them), then the held joints (their servos keep the default pose unless commanded).
         terms = list(env.action_manager.terms.values())
-        self.command_joints = [j for t in terms for j in t.joint_names]
-        self._actuators = torch.cat([t.actuator_ids for t in terms])
-        self._ctrl_low = torch.cat([t.ctrl_low for t in terms])
-        self._ctrl_high = torch.cat([t.ctrl_high for t in terms])
-        self.targets = torch.cat([t.offset for t in terms]).clone()
-        """Actuator targets applied at every physics step (default pose until commands arrive)."""
+        action_joints = [j for t in terms for j in t.joint_names]
+        self.held_joints = list(cfg.deploy.held_joints)
+        both = sorted(set(action_joints) & set(self.held_joints))
+        if both:
+            raise ConfigError(f"deploy.held_joints {both} are driven by the policy's actions too")
+        try:
+            held_actuators = env.scene.actuator_for_joints(self.held_joints) if self.held_joints else torch.zeros(0, dtype=torch.long)
+        except (KeyError, ValueError) as err:
+            raise ConfigError(f"deploy.held_joints: {err.args[0]}") from None
+        self.command_joints = action_joints + self.held_joints
+        self._actuators = torch.cat([*(t.actuator_ids for t in terms), held_actuators])
+        held_low, held_high = _ctrl_range(model, held_actuators)
+        self._ctrl_low = torch.cat([*(t.ctrl_low for t in terms), held_low])
+        self._ctrl_high = torch.cat([*(t.ctrl_high for t in terms), held_high])
+        self._held_default = env.default_qpos[env.scene.qpos_adr(self.held_joints)].clone() if self.held_joints \
+            else torch.zeros(0)
+        self.targets = torch.cat([*(t.offset for t in terms), self._held_default]).clone()
+        """Actuator targets applied at every physics step (default pose, wheels at rest, until commands arrive)."""
+        kinds = [_interface(model, int(a), name) for a, name in zip(self._actuators, self.command_joints)]
+        self.interfaces = {kind: [j for j, k in zip(self.command_joints, kinds) if k == kind]
+                           for kind in INTERFACES if kind in kinds}
+        """ros2_control interface → its joints, action joints (task order) first, then held joints."""
         # Sensors the policy reads, and the task's commands: published by the node.
-        self.sensor_names = [
-            t.params["name"] for t in cfg.observations["policy"].terms.values() if t.func is mdp.sensor
-        ]
+        policy_terms = cfg.observations["policy"].terms.values()
+        self.sensor_names = [t.params["name"] for t in policy_terms if t.func is mdp.sensor]
         self.command_names = list(env.command_manager.terms)
         self._distance_pair = next(((p["command"], p["sensor"]) for p in (t.params for t in cfg.rewards.values())
                                     if "command" in p and "sensor" in p), None)
         """(command, sensor) of a position command, whose distance is reported with each episode."""
+        self._speed_command = velocity_command(env)
+        """The velocity command whose tracking error is reported with each episode."""
+        # Root body (odometry, and the IMU of scenes without IMU sensors).
+        self.root_body, self._root_free_adr, self._root_pose = _root_body(model, self.command_joints[0])
+        self._imu = _imu_sensors(model, policy_terms)
+        """(site, framequat, gyro, accelerometer or None) of the IMU the policy reads, or None."""
+        self.imu_noise_std = _imu_noise(policy_terms, self._imu)
+        """(orientation [rad], gyro [rad/s]): the policy observation's noise on the IMU (see `imu`)."""
         self.episode_index = -1
         self.episode_seed = self.base_seed
         self.physics_steps = 0
@@ -118,16 +186,39 @@ class SimRobot:
     # Episodes.
 
     def next_episode(self) -> None:
-        """Start the next episode from the initial state of its seed, as `play` starts one."""
+        """Start the next episode from the initial state of its seed, as `play` starts one.
+
+        Held joints go back to their default pose, as the task's hold event puts them in training
+        (a robot side that commands them sends its own targets again).
+        """
         self.episode_index += 1
         self.episode_seed = self.base_seed + self.episode_index
         seed_episode(self.env, self.episode_seed)
         self.env.reset()
+        if self.held_joints:
+            self.targets[len(self.command_joints) - len(self.held_joints):] = self._held_default
+
+    def fix_command_field(self, command: str, field: str, value: float) -> None:
+        """Hold one component of a task command at `value` in every later draw (`CommandTerm.fix_field`),
+        e.g. the height of a velocity command that arrives as a Twist. Call it before the episodes start;
+        `play` fixes the same field to compare on the same commands.
+
+        Raises:
+            ConfigError: no such command or field, or the command cannot fix it.
+        """
+        term = self.env.command_manager.terms.get(command)
+        if term is None:
+            raise ConfigError(f"unknown command '{command}'; the task has {self.command_names}")
+        try:
+            term.fix_field(field, value)
+        except (KeyError, NotImplementedError) as err:
+            raise ConfigError(str(err.args[0])) from None
 
     # Commands.
 
     def set_targets(self, names, values) -> None:
-        """Joint targets by name (the joints of the task's action terms)."""
+        """Joint targets by name (the task's action joints and held joints): positions [rad or m],
+        velocities [rad/s] or efforts [N·m], as each joint's interface takes them."""
         for name, value in zip(names, values):
             self.targets[self.command_joints.index(name)] = float(value)
 
@@ -158,7 +249,8 @@ class SimRobot:
         if not bool(terminated[0] | truncated[0]):
             return None
         result = EpisodeResult(self.episode_index, self.episode_seed, bool(extras["success"][0]),
-                               int(extras["episode_length"][0]), bool(terminated[0]), distance)
+                               int(extras["episode_length"][0]), bool(terminated[0]), distance,
+                               mean_speed_error(extras, self._speed_command))
         self.next_episode()
         return result
 
@@ -174,6 +266,50 @@ class SimRobot:
     def command(self, name: str) -> np.ndarray:
         return self.env.command_manager.command(name)[0].double().numpy()
 
+    def base_motion(self) -> BaseMotion:
+        """The root body's pose in the world and its twist in its own frame (zero for a fixed base)."""
+        if self._root_free_adr is None:
+            position, orientation = self._root_pose
+            return BaseMotion(position.copy(), orientation.copy(), np.zeros(3), np.zeros(3))
+        q, d = self._root_free_adr
+        qpos, qvel = self.env.sim.qpos[0].double().numpy(), self.env.sim.qvel[0].double().numpy()
+        orientation = qpos[q + 3:q + 7]
+        # A free joint's qvel: linear velocity in the world, angular velocity in the body frame.
+        return BaseMotion(qpos[q:q + 3], orientation, _rotate_inverse(orientation, qvel[d:d + 3]), qvel[d + 3:d + 6])
+
+    def imu(self, noise: np.random.Generator | None = None) -> ImuReading:
+        """The IMU: the scene's IMU sensors when the policy reads them, else the root body's motion
+        (orientation, body angular velocity, gravity's reaction as specific force).
+
+        With `noise`, adds what the policy's observation terms add in training (`imu_noise_std`):
+        Gaussian noise of the gyro term's `noise_std` on each gyro axis, and a random rotation of
+        the orientation, rotation vector ~ N(0, σ² I) [rad] in the IMU frame, with σ the
+        `projected_gravity` term's `noise_std`. The rotation moves the projected gravity by σ per
+        axis across gravity, as training's additive noise does; it cannot change the vector's length
+        (training's third, along-gravity component) and it also turns the heading, which no policy
+        input reads. Drawn per message (at the physics rate); a policy that samples the latest message
+        each control period sees independent draws, as in training.
+        """
+        if self._imu is None:
+            base = self.base_motion()
+            acc = _rotate_inverse(base.orientation, np.array([0.0, 0.0, GRAVITY]))
+            reading = ImuReading(self.root_body, base.orientation, base.angular_velocity, acc)
+        else:
+            site, quat, gyro, acc = self._imu
+            orientation = self.sensor(quat)
+            specific_force = self.sensor(acc) if acc else _rotate_inverse(orientation, np.array([0.0, 0.0, GRAVITY]))
+            reading = ImuReading(site, orientation, self.sensor(gyro), specific_force)
+        if noise is not None:
+            rot_std, gyro_std = self.imu_noise_std
+            reading.angular_velocity = reading.angular_velocity + gyro_std * noise.standard_normal(3)
+            delta = np.zeros(4)
+            rotvec = rot_std * noise.standard_normal(3)
+            mujoco.mju_axisAngle2Quat(delta, rotvec / max(np.linalg.norm(rotvec), 1e-12), np.linalg.norm(rotvec))
+            perturbed = np.zeros(4)
+            mujoco.mju_mulQuat(perturbed, reading.orientation, delta)
+            reading.orientation = perturbed
+        return reading
+
     def _command_distance(self) -> float | None:
         if self._distance_pair is None:
             return None
@@ -182,3 +318,102 @@ class SimRobot:
 
     def close(self) -> None:
         self.env.close()
+
+
+def velocity_command(env: BatonEnv) -> str | None:
+    """The task's velocity command (a `BaseVelocityCommand`), whose tracking error episodes report."""
+    return next((name for name, term in env.command_manager.terms.items()
+                 if isinstance(term, loco.BaseVelocityCommand)), None)
+
+
+def mean_speed_error(extras: dict, command: str | None, env_id: int = 0) -> float | None:
+    """Mean |v - v_cmd| over the episode that just ended [m/s], from `extras["command_metrics"]` of
+    `end_control_period` (None without a velocity command). `play` comparisons read it the same way."""
+    if command is None:
+        return None
+    metrics = extras["command_metrics"][command]
+    return float(metrics["lin_vel_error"][env_id] / metrics["time"][env_id].clamp(min=1e-6))
+
+
+# Private helpers.
+
+
+def _ctrl_range(model: mujoco.MjModel, actuators: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Control range of `actuators` (±inf where unlimited), as the action terms clamp their targets."""
+    ids = actuators.numpy()
+    limited = torch.as_tensor(model.actuator_ctrllimited[ids], dtype=torch.bool)
+    ctrlrange = torch.as_tensor(model.actuator_ctrlrange[ids], dtype=torch.float32).reshape(-1, 2)
+    return torch.where(limited, ctrlrange[:, 0], -torch.inf), torch.where(limited, ctrlrange[:, 1], torch.inf)
+
+
+def _interface(model: mujoco.MjModel, actuator: int, joint: str) -> str:
+    """The ros2_control interface of a MuJoCo actuator: "position" for a position servo (bias -kp·q),
+    "velocity" for a velocity servo (bias -kv·q̇ only), "effort" for a motor (no bias)."""
+    bias = model.actuator_biasprm[actuator]
+    if int(model.actuator_dyntype[actuator]) == int(mujoco.mjtDyn.mjDYN_NONE):
+        if int(model.actuator_biastype[actuator]) == int(mujoco.mjtBias.mjBIAS_NONE):
+            return "effort"
+        if int(model.actuator_biastype[actuator]) == int(mujoco.mjtBias.mjBIAS_AFFINE):
+            if bias[1] != 0.0:
+                return "position"
+            if bias[2] != 0.0:
+                return "velocity"
+    raise ConfigError(f"the actuator '{model.actuator(actuator).name}' of joint '{joint}' is neither a position "
+                      "servo, a velocity servo nor a motor")
+
+
+def _root_body(model: mujoco.MjModel, joint: str):
+    """The robot's root body (the child of the world above `joint`): (name, (qpos, dof) address of its
+    free joint, None) if it floats, else (name, None, (position, orientation wxyz)) of its fixed pose."""
+    body = int(model.jnt_bodyid[model.joint(joint).id])
+    while int(model.body_parentid[body]) != 0:
+        body = int(model.body_parentid[body])
+    name = model.body(body).name
+    if model.body_jntnum[body] and int(model.jnt_type[model.body_jntadr[body]]) == int(mujoco.mjtJoint.mjJNT_FREE):
+        free = int(model.body_jntadr[body])
+        return name, (int(model.jnt_qposadr[free]), int(model.jnt_dofadr[free])), None
+    data = mujoco.MjData(model)
+    mujoco.mj_kinematics(model, data)
+    return name, None, (data.xpos[body].copy(), data.xquat[body].copy())
+
+
+def _imu_sensors(model: mujoco.MjModel, policy_terms) -> tuple[str, str, str, str | None] | None:
+    """(site, framequat, gyro, accelerometer or None) on the site of an IMU sensor the policy reads.
+
+    An IMU here is a `framequat` in the world frame and a `gyro` on one site (an `accelerometer` on it
+    is used when present); the policy reads it when a term's params name one of them.
+    """
+    read = {v for t in policy_terms for v in t.params.values() if isinstance(v, str)}
+    by_site: dict[int, dict[str, str]] = {}
+    kinds = {int(mujoco.mjtSensor.mjSENS_FRAMEQUAT): "quat", int(mujoco.mjtSensor.mjSENS_GYRO): "gyro",
+             int(mujoco.mjtSensor.mjSENS_ACCELEROMETER): "acc"}
+    for s in range(model.nsensor):
+        kind = kinds.get(int(model.sensor_type[s]))
+        if kind is None or int(model.sensor_objtype[s]) != int(mujoco.mjtObj.mjOBJ_SITE):
+            continue
+        if kind == "quat" and int(model.sensor_refid[s]) >= 0:
+            continue  # relative to another frame: not the IMU's orientation in the world
+        by_site.setdefault(int(model.sensor_objid[s]), {}).setdefault(kind, model.sensor(s).name)
+    for site, sensors in by_site.items():
+        if {"quat", "gyro"} <= set(sensors) and read & set(sensors.values()):
+            return model.site(site).name, sensors["quat"], sensors["gyro"], sensors.get("acc")
+    return None
+
+
+def _imu_noise(policy_terms, imu) -> tuple[float, float]:
+    """(orientation, gyro) noise std of the policy terms reading the IMU: a `projected_gravity` term on
+    its framequat [unit vector ≈ rad], an `mdp.sensor` term on its gyro [rad/s]; 0 where none does."""
+    if imu is None:
+        return 0.0, 0.0
+    _, quat, gyro, _ = imu
+    rot = max((t.noise_std for t in policy_terms if t.func is loco.projected_gravity and t.params.get("sensor") == quat),
+              default=0.0)
+    rate = max((t.noise_std for t in policy_terms if t.func is mdp.sensor and t.params.get("name") == gyro), default=0.0)
+    return float(rot), float(rate)
+
+
+def _rotate_inverse(quat: np.ndarray, vector: np.ndarray) -> np.ndarray:
+    """`vector` (world) in the frame of orientation `quat` (wxyz)."""
+    rot = np.zeros(9)
+    mujoco.mju_quat2Mat(rot, np.asarray(quat, dtype=np.float64))
+    return rot.reshape(3, 3).T @ vector

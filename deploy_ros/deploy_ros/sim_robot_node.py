@@ -2,12 +2,39 @@
 """`sim_robot_node`: a task's MuJoCo scene as a ROS 2 robot, for sim-to-sim over real ROS 2.
 
 Publishes at the physics rate (one message of each per physics step, on a steady-clock timer):
-joint_states (every 1-DoF joint of the scene), imu and odom of the robot's root body, and the
-sensors the policy reads on sensors/<name>. Publishes the task's commands (e.g. the reach target)
-on commands/<name> every control period, like an operator or a planner would. Applies joint
-targets received on joint_commands (std_msgs/Float64MultiArray, in `command_joint_order`) or
-joint_trajectory (trajectory_msgs/JointTrajectory, by name) through the task's position actuators,
-the PD servos used in training.
+
+- joint_states (sensor_msgs/JointState): every 1-DoF joint of the scene, position and velocity;
+- imu (sensor_msgs/Imu, REP-145): with the scene's IMU sensors when the policy reads them (for the
+  wheel-legged robot imu_quat, imu_gyro, imu_acc on site "imu"): orientation = the `framequat`, the
+  IMU frame's orientation in the world (z up: ENU, REP-103); angular_velocity = the `gyro`, IMU frame;
+  linear_acceleration = the `accelerometer`, specific force in the IMU frame (+9.81 on z at rest);
+  header.frame_id = the site. Scenes without IMU sensors: the root body's orientation and angular
+  velocity (body frame) and gravity's reaction, frame_id = the root body. With `imu_noise:=true` the
+  noise of the policy's observation terms is added (`SimRobot.imu` says what it approximates);
+- odom (nav_msgs/Odometry, REP-105): frame_id "odom" (the world), child_frame_id = the root body;
+  pose = the root body's position and orientation in odom; twist = its linear AND angular velocity in
+  the child (body) frame. (Before issue 11 the linear velocity was in the world frame.)
+- sensors/<name>: the sensors the policy reads (noise-free).
+
+Every control period: the task's commands on commands/<name> (e.g. the reach target), like an
+operator or a planner would; and with `cmd_vel_command:=<command>` that command as a
+geometry_msgs/Twist on cmd_vel (`messages.command_to_twist`: lin_vel_x → linear.x, lin_vel_y →
+linear.y, ang_vel_z → angular.z). The command's fields a Twist cannot carry (a height) are fixed at
+the command's `default_value()` for the whole run, so the env's rewards and success judge the command
+the policy receives. The commands are the task's own seeded resampling: on the same seeds, the ones
+`batonlab play` draws (with the same fields fixed).
+
+Commands in (ros2_control's forward command controllers): the robot's commandable joints are the
+task's action joints and its held joints (`TaskCfg.deploy.held_joints`), grouped by interface:
+"position" (position servos), "velocity" (velocity servos, e.g. wheels [rad/s]), "effort" (motors).
+A robot with one interface takes std_msgs/Float64MultiArray on `command_topic`, in
+`command_joint_order` (default: all its joints); a robot with several takes one per interface I on
+`command_topics.I` (default `<command_topic>/I`, e.g. joint_commands/position and
+joint_commands/velocity), in `command_joint_orders.I` (default: I's joints, action joints in task
+order, then held joints). Targets go through the training actuators, clamped to their ctrlrange. A
+message of the wrong width or with a non-finite value is dropped (throttled log). Position joints
+also take trajectory_msgs/JointTrajectory on `trajectory_topic` (by name, first point). Held joints
+go back to the default pose at every episode reset, until commands for them arrive again.
 
 Time: physics runs on a steady wall-clock timer at `real_time_factor` × real time (or slower, if
 the CPU cannot keep up), and /clock carries the simulated time, so a policy node with
@@ -16,10 +43,12 @@ the CPU cannot keep up), and /clock carries the simulated time, so a policy node
 Episodes: after `warmup_s` simulated seconds of received commands (the policy node's soft start), the node
 runs `num_episodes` episodes; episode i starts from the initial state of seed `seed + i`
 (`sim_robot.seed_episode`), ends on the task's time limit or on one of its failure terms, and is
-judged by the task's success term. Results go to ~/episode (JSON) and, at the end, to `results_file`.
+judged by the task's success term. Results go to ~/episode (JSON: success, length, terminated,
+final_distance [m], mean_speed_error [m/s] or null, commands_received) and, at the end, to `results_file`.
 
-A configuration the node cannot run (an unknown task, `command_joint_order` naming joints the task
-does not command) is one line on stderr, "[sim_robot_node] refusing to start: …", and exit code 2.
+A configuration the node cannot run (an unknown task, an order naming joints the interface does not
+have, an unknown `cmd_vel_command`) is one line on stderr, "[sim_robot_node] refusing to start: …",
+and exit code 2.
 
 This node is the simulator: it imports batonlab.env and batonlab.tasks (torch, mujoco).
 """
@@ -30,10 +59,9 @@ import json
 import sys
 from pathlib import Path
 
-import mujoco
 import numpy as np
 import rclpy
-from geometry_msgs.msg import Quaternion
+from geometry_msgs.msg import Quaternion, Twist
 from nav_msgs.msg import Odometry
 from rclpy.clock import Clock, ClockType
 from rclpy.executors import ExternalShutdownException
@@ -46,23 +74,27 @@ from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Float64MultiArray, String
 from trajectory_msgs.msg import JointTrajectory
 
-from deploy_ros.messages import vector_to_msg
+from deploy_ros.messages import TWIST_FIELDS, command_to_twist, vector_to_msg
 from deploy_ros.sim_robot import ConfigError, SimRobot
 
 PARAMETERS = {
     "task": "arm_reach",
-    "seed": 0,  # episode i starts from the initial state of seed + i
+    "seed": 0,  # episode i starts from the initial state of seed + i; also seeds the IMU noise
     "num_episodes": 0,  # 0: run forever
     "warmup_s": 3.0,  # commands must flow this long before the first episode (the policy's soft start)
     "results_file": "",  # JSON summary written when num_episodes are done
     "exit_when_done": True,
-    "command_topic": "joint_commands",
+    "command_topic": "joint_commands",  # one interface: its topic; several: the prefix of command_topics.<I>
     "trajectory_topic": "joint_trajectory",
-    "command_joint_order": [""],  # order of the Float64MultiArray; empty: the task's action joints
+    "command_joint_order": [""],  # one interface: order of the Float64MultiArray; empty: all its joints
     "frame_id": "",  # frame of sensors and task commands; empty: the robot's root body
     "publish_clock": True,  # publish /clock (simulated time) for nodes with use_sim_time
     "real_time_factor": 1.0,  # physics steps run at real_time_factor / physics_dt per wall second (at most)
+    "imu_noise": False,  # add the policy observation's training noise to the imu message
+    "cmd_vel_command": "",  # a task command to publish as a Twist on cmd_vel ("": none)
 }
+"""Parameters of every robot. A robot with several command interfaces also declares, per interface I,
+`command_topics.I` (default `<command_topic>/I`) and `command_joint_orders.I` (default: I's joints)."""
 
 
 class SimRobotNode(Node):
@@ -72,14 +104,13 @@ class SimRobotNode(Node):
         self.params = p
         self.robot = SimRobot(p["task"], seed=p["seed"])
         robot = self.robot
-        order = [s for s in p["command_joint_order"] if s] or robot.command_joints
-        unknown = sorted(set(order) - set(robot.command_joints))
-        if unknown:
-            raise ConfigError(f"command_joint_order names joints {unknown} that the task does not command "
-                              f"{robot.command_joints}")
-        self.command_joint_order = order
-        self.root_body, self._base_pose = _root_body(robot.env.scene.model, robot.command_joints[0])
-        self.frame_id = p["frame_id"] or self.root_body
+        self.inputs = self._command_inputs(p)
+        """Interface → (topic, joint order) of the Float64MultiArray it takes."""
+        self.cmd_vel_command = p["cmd_vel_command"]
+        self._cmd_vel_fields = self._fix_fields_twist_lacks(self.cmd_vel_command) if self.cmd_vel_command else ()
+        self.frame_id = p["frame_id"] or robot.root_body
+        self.imu_noise = np.random.default_rng(p["seed"]) if p["imu_noise"] else None
+        """Generator of the IMU noise, seeded from `seed` (None: noise-free)."""
         self.done = Future()
         self.results: list[dict] = []
         self.first_command_time: float | None = None
@@ -94,29 +125,87 @@ class SimRobotNode(Node):
                             for n in robot.sensor_names}
         self.pub_commands = {n: self.create_publisher(type(vector_to_msg(robot.command(n))), f"commands/{n}", 1)
                              for n in robot.command_names}
+        self.pub_cmd_vel = self.create_publisher(Twist, "cmd_vel", 1) if self.cmd_vel_command else None
         self.pub_episode = self.create_publisher(String, "~/episode", 10)
         self.pub_clock = self.create_publisher(ClockMsg, "/clock", 10) if p["publish_clock"] else None
-        self.create_subscription(Float64MultiArray, p["command_topic"], self._on_forward_command, 1)
+        for kind, (topic, order) in self.inputs.items():
+            self.create_subscription(Float64MultiArray, topic,
+                                     lambda msg, kind=kind: self._on_forward_command(kind, msg), 1)
         self.create_subscription(JointTrajectory, p["trajectory_topic"], self._on_trajectory, 1)
         period = robot.physics_dt / max(p["real_time_factor"], 1e-3)
         self.timer = self.create_timer(period, self._on_physics_step, clock=Clock(clock_type=ClockType.STEADY_TIME))
+        inputs = ", ".join(f"{kind} {order} on {topic}" for kind, (topic, order) in self.inputs.items())
         self.get_logger().info(
-            f"{p['task']}: {len(robot.joint_names)} joints at {1 / robot.physics_dt:.0f} Hz, commands {order} on "
-            f"{p['command_topic']}, sensors {robot.sensor_names}, task commands {robot.command_names}"
+            f"{p['task']}: {len(robot.joint_names)} joints at {1 / robot.physics_dt:.0f} Hz, commands: {inputs}; "
+            f"sensors {robot.sensor_names}, task commands {robot.command_names}, imu frame '{robot.imu().frame_id}'"
+            + (f", {self.cmd_vel_command} {list(self._cmd_vel_fields)} on cmd_vel" if self.cmd_vel_command else "")
         )
+
+    # Configuration.
+
+    def _command_inputs(self, p: dict) -> dict[str, tuple[str, list[str]]]:
+        """Topic and joint order of each command interface (see the module docstring)."""
+        interfaces = self.robot.interfaces
+        if len(interfaces) == 1:
+            (kind, joints), = interfaces.items()
+            order = [s for s in p["command_joint_order"] if s] or joints
+            unknown = [j for j in order if j not in joints]
+            if unknown:
+                raise ConfigError(f"command_joint_order names joints {unknown} that the task does not command {joints}")
+            return {kind: (p["command_topic"], order)}
+        if any(p["command_joint_order"]):
+            raise ConfigError(f"the robot has several command interfaces {list(interfaces)}: set command_joint_orders."
+                              "<interface> instead of command_joint_order")
+        inputs = {}
+        for kind, joints in interfaces.items():
+            topic = self.declare_parameter(f"command_topics.{kind}", f"{p['command_topic']}/{kind}").value
+            order = [s for s in self.declare_parameter(f"command_joint_orders.{kind}", joints).value if s]
+            unknown = [j for j in order if j not in joints]
+            if unknown or not order:
+                raise ConfigError(f"command_joint_orders.{kind} names joints {unknown} that are not the robot's {kind} "
+                                  f"joints {joints}")
+            inputs[kind] = (topic, order)
+        return inputs
+
+    def _fix_fields_twist_lacks(self, command: str) -> tuple[str, ...]:
+        """Fix the fields of `command` that a Twist cannot carry at the command's default; returns its fields."""
+        robot = self.robot
+        if command not in robot.command_names:
+            raise ConfigError(f"cmd_vel_command '{command}' is not a command of the task {robot.command_names}")
+        term = robot.env.command_manager.terms[command]
+        fields = tuple(term.fields)
+        if not any(f in TWIST_FIELDS for f in fields):
+            raise ConfigError(f"cmd_vel_command '{command}' has no field a Twist carries: {list(fields)} "
+                              f"(a Twist carries {list(TWIST_FIELDS)})")
+        lacking = [f for f in fields if f not in TWIST_FIELDS]
+        default = term.default_value()
+        if lacking and default is None:
+            raise ConfigError(f"cmd_vel_command '{command}': a Twist cannot carry {lacking} and the command has no default")
+        for field in lacking:
+            robot.fix_command_field(command, field, default[fields.index(field)])
+        return fields
 
     # Callbacks.
 
-    def _on_forward_command(self, msg: Float64MultiArray) -> None:
-        if len(msg.data) != len(self.command_joint_order):
-            self.get_logger().warning(f"dropped a command of {len(msg.data)} values, expected {len(self.command_joint_order)}",
+    def _on_forward_command(self, kind: str, msg: Float64MultiArray) -> None:
+        order = self.inputs[kind][1]
+        if len(msg.data) != len(order):
+            self.get_logger().warning(f"dropped a {kind} command of {len(msg.data)} values, expected {len(order)}",
                                       throttle_duration_sec=1.0)
             return
-        self._apply(self.command_joint_order, msg.data)
+        self._apply(order, msg.data)
 
     def _on_trajectory(self, msg: JointTrajectory) -> None:
-        if msg.points:
-            self._apply(msg.joint_names, msg.points[0].positions)
+        if not msg.points:
+            return
+        position_joints = self.robot.interfaces.get("position", [])
+        others = [j for j in msg.joint_names if j not in position_joints]
+        if others or len(msg.points[0].positions) != len(msg.joint_names):
+            self.get_logger().error(f"dropped a joint trajectory for {list(msg.joint_names)} with "
+                                    f"{len(msg.points[0].positions)} positions; the robot's position joints are "
+                                    f"{position_joints}", throttle_duration_sec=1.0)
+            return
+        self._apply(msg.joint_names, msg.points[0].positions)
 
     def _apply(self, names, values) -> None:
         values = np.asarray(values, dtype=np.float64)
@@ -124,12 +213,7 @@ class SimRobotNode(Node):
             # A real servo drive rejects such a frame; count it, keep the previous targets.
             self.get_logger().error("received a non-finite joint command", throttle_duration_sec=1.0)
             return
-        try:
-            self.robot.set_targets(names, values)
-        except ValueError:
-            self.get_logger().error(f"joint command for unknown joints {list(names)}; the robot takes "
-                                    f"{self.robot.command_joints}", throttle_duration_sec=1.0)
-            return
+        self.robot.set_targets(names, values)
         self.commands_received += 1
         if self.first_command_time is None:
             self.first_command_time = self.sim_time
@@ -143,6 +227,8 @@ class SimRobotNode(Node):
         if period_ended:
             for name, pub in self.pub_commands.items():
                 pub.publish(vector_to_msg(robot.command(name), stamp, self.frame_id))
+            if self.pub_cmd_vel is not None:
+                self.pub_cmd_vel.publish(command_to_twist(self._cmd_vel_fields, robot.command(self.cmd_vel_command)))
         if result is not None:
             self._record(result)
         elif (period_ended and robot.episode_index < 0 and self.first_command_time is not None
@@ -171,51 +257,43 @@ class SimRobotNode(Node):
         self.pub_joint_states.publish(js)
         for name, pub in self.pub_sensors.items():
             pub.publish(vector_to_msg(robot.sensor(name), stamp, self.frame_id))
-        quat, lin_vel_w, ang_vel_b = self._base_motion()
+        reading = robot.imu(self.imu_noise)
         imu = Imu()
-        imu.header.stamp, imu.header.frame_id = stamp, self.root_body
-        imu.orientation = Quaternion(w=quat[0], x=quat[1], y=quat[2], z=quat[3])
-        imu.angular_velocity.x, imu.angular_velocity.y, imu.angular_velocity.z = ang_vel_b.tolist()
-        # Proper acceleration of a base at rest: gravity's reaction, in the base frame.
-        rot = np.zeros(9)
-        mujoco.mju_quat2Mat(rot, quat)
-        acc = rot.reshape(3, 3).T @ np.array([0.0, 0.0, 9.81])
-        imu.linear_acceleration.x, imu.linear_acceleration.y, imu.linear_acceleration.z = acc.tolist()
+        imu.header.stamp, imu.header.frame_id = stamp, reading.frame_id
+        imu.orientation = _quaternion(reading.orientation)
+        imu.angular_velocity.x, imu.angular_velocity.y, imu.angular_velocity.z = reading.angular_velocity.tolist()
+        imu.linear_acceleration.x, imu.linear_acceleration.y, imu.linear_acceleration.z = reading.linear_acceleration.tolist()
+        if self.imu_noise is not None:
+            rot_std, gyro_std = robot.imu_noise_std
+            imu.orientation_covariance[0::4] = [rot_std ** 2] * 3
+            imu.angular_velocity_covariance[0::4] = [gyro_std ** 2] * 3
         self.pub_imu.publish(imu)
+        base = robot.base_motion()
         odom = Odometry()
-        odom.header.stamp, odom.header.frame_id, odom.child_frame_id = stamp, "odom", self.root_body
-        position = self._base_position()
-        odom.pose.pose.position.x, odom.pose.pose.position.y, odom.pose.pose.position.z = position.tolist()
-        odom.pose.pose.orientation = imu.orientation
-        odom.twist.twist.linear.x, odom.twist.twist.linear.y, odom.twist.twist.linear.z = lin_vel_w.tolist()
-        odom.twist.twist.angular = imu.angular_velocity
+        odom.header.stamp, odom.header.frame_id, odom.child_frame_id = stamp, "odom", robot.root_body
+        odom.pose.pose.position.x, odom.pose.pose.position.y, odom.pose.pose.position.z = base.position.tolist()
+        odom.pose.pose.orientation = _quaternion(base.orientation)
+        twist = odom.twist.twist
+        twist.linear.x, twist.linear.y, twist.linear.z = base.linear_velocity.tolist()
+        twist.angular.x, twist.angular.y, twist.angular.z = base.angular_velocity.tolist()
         self.pub_odom.publish(odom)
-
-    def _base_motion(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Orientation (wxyz), linear velocity (world) and angular velocity (base frame) of the root body."""
-        if self._base_pose is None:  # floating base: its free joint leads qpos/qvel
-            qpos, qvel = self.robot.env.sim.qpos[0].double().numpy(), self.robot.env.sim.qvel[0].double().numpy()
-            return qpos[3:7], qvel[0:3], qvel[3:6]
-        return self._base_pose[1], np.zeros(3), np.zeros(3)
-
-    def _base_position(self) -> np.ndarray:
-        if self._base_pose is None:
-            return self.robot.env.sim.qpos[0, 0:3].double().numpy()
-        return self._base_pose[0]
 
     def _record(self, result) -> None:
         entry = {"episode": result.index, "seed": result.seed, "success": result.success, "length": result.length,
                  "terminated": result.terminated, "final_distance": result.final_distance,
-                 "commands_received": self.commands_received}
+                 "mean_speed_error": result.mean_speed_error, "commands_received": self.commands_received}
         self.results.append(entry)
         self.pub_episode.publish(String(data=json.dumps(entry)))
         ending = "failed" if result.terminated else "timed out"
+        speed = "" if result.mean_speed_error is None else f", mean speed error {result.mean_speed_error:.3f} m/s"
         self.get_logger().info(f"episode {result.index} (seed {result.seed}): success={result.success}, {ending} after "
-                               f"{result.length} control steps, distance={result.final_distance}")
+                               f"{result.length} control steps, distance={result.final_distance}{speed}")
         n = self.params["num_episodes"]
         if n and len(self.results) >= n:
+            errors = [r["mean_speed_error"] for r in self.results if r["mean_speed_error"] is not None]
             summary = {"task": self.params["task"], "seed": self.params["seed"], "num_episodes": n,
-                       "success_rate": float(np.mean([r["success"] for r in self.results])), "episodes": self.results}
+                       "success_rate": float(np.mean([r["success"] for r in self.results])),
+                       "mean_speed_error": float(np.mean(errors)) if errors else None, "episodes": self.results}
             if self.params["results_file"]:
                 path = Path(self.params["results_file"])
                 path.parent.mkdir(parents=True, exist_ok=True)
@@ -225,17 +303,9 @@ class SimRobotNode(Node):
                 self.done.set_result(summary)
 
 
-def _root_body(model: mujoco.MjModel, joint: str):
-    """The robot's root body (the child of the world above `joint`) and its fixed pose, or None if it floats."""
-    body = int(model.jnt_bodyid[model.joint(joint).id])
-    while int(model.body_parentid[body]) != 0:
-        body = int(model.body_parentid[body])
-    name = model.body(body).name
-    if model.body_jntnum[body] and int(model.jnt_type[model.body_jntadr[body]]) == int(mujoco.mjtJoint.mjJNT_FREE):
-        return name, None
-    data = mujoco.MjData(model)
-    mujoco.mj_kinematics(model, data)
-    return name, (data.xpos[body].copy(), data.xquat[body].copy())
+def _quaternion(wxyz) -> Quaternion:
+    w, x, y, z = (float(v) for v in wxyz)
+    return Quaternion(w=w, x=x, y=y, z=z)
 
 
 def main(args=None) -> int:

@@ -21,7 +21,7 @@ from batonlab.tasks import make_agent_cfg, make_task_cfg
 
 if str(DEPLOY_ROS_DIR) not in sys.path:
     sys.path.insert(0, str(DEPLOY_ROS_DIR))
-from deploy_ros.sim_robot import SimRobot, seed_episode  # noqa: E402
+from deploy_ros.sim_robot import SimRobot, mean_speed_error, seed_episode, velocity_command  # noqa: E402
 
 
 @dataclass
@@ -85,39 +85,62 @@ class Episodes:
     """(num_seeds,) int, control steps."""
     terminated: np.ndarray
     """(num_seeds,) bool, ended by a failure rather than by the time limit."""
+    speed_errors: np.ndarray | None = None
+    """(num_seeds,) mean |v - v_cmd| of each episode [m/s]; None for tasks without a velocity command."""
 
 
-def play_on_seeds(task: str, policy, seeds: range) -> Episodes:
+FixedFields = dict[str, dict[str, float]]
+"""{command: {field: value}}: command components held fixed in every draw (`CommandTerm.fix_field`),
+e.g. {"base_velocity": {"height": 0.463}} for a robot that receives its command as a Twist."""
+
+
+def play_on_seeds(task: str, policy, seeds: range, fixed_fields: FixedFields | None = None) -> Episodes:
     """`batonlab play`'s evaluation, one episode per seed, each from the initial state the sim robot uses.
 
     The env is built with the first seed, like the sim robot's (the terrain tiles it draws at
-    construction then match).
+    construction then match). The speed error is read from `extras["command_metrics"]` of the step
+    that ends the episode, as `SimRobot` reads it.
     """
     cfg = make_task_cfg(task, play=True)
     cfg.num_envs, cfg.seed = 1, seeds[0]
     env = BatonEnv(cfg)
-    results = []
+    for command, fields in (fixed_fields or {}).items():
+        for field, value in fields.items():
+            env.command_manager.terms[command].fix_field(field, value)
+    speed_command = velocity_command(env)
+    results, errors = [], []
+
+    def read_speed_error(env, obs, actions, done) -> None:
+        if done is not None and bool(done[0]):  # the one episode `evaluate` runs ended on this step
+            errors.append(mean_speed_error(env.extras, speed_command))
+
     for seed in seeds:
         seed_episode(env, seed)
-        results.append(evaluate(env, policy, progress=False))
+        results.append(evaluate(env, policy, progress=False, step_callback=read_speed_error))
     env.close()
-    return Episodes(*(np.array([getattr(r, field)[0] for r in results]) for field in ("successes", "lengths", "terminated")))
+    return Episodes(*(np.array([getattr(r, field)[0] for r in results]) for field in ("successes", "lengths", "terminated")),
+                    speed_errors=np.array(errors) if speed_command is not None else None)
 
 
 @torch.inference_mode()
-def sim_robot_on_seeds(task: str, policy, seeds: range) -> Episodes:
+def sim_robot_on_seeds(task: str, policy, seeds: range, fixed_fields: FixedFields | None = None) -> Episodes:
     """Sim-to-sim without ROS: `SimRobot` stepped one physics step at a time, as `sim_robot_node` does.
 
     Each control period the policy acts on the env's observation, and its action goes through the
     task's action terms (delay, clip, scale, default offset) into the joint targets the robot side
-    sends; `SimRobot` alone decides when an episode ends and how it went.
+    sends (held joints keep their default targets); `SimRobot` alone decides when an episode ends and
+    how it went.
     """
     assert seeds.step == 1, "the sim robot runs consecutive seeds"
     threads = torch.get_num_threads()  # SimRobot runs its world on one thread
     robot = SimRobot(task, seed=seeds[0])
     try:
+        for command, fields in (fixed_fields or {}).items():
+            for field, value in fields.items():
+                robot.fix_command_field(command, field, value)
         env = robot.env
         terms = list(env.action_manager.terms.values())
+        action_joints = [j for t in terms for j in t.joint_names]
         results = []
         robot.next_episode()
         for _ in range(len(seeds) * env.max_episode_length):
@@ -125,7 +148,7 @@ def sim_robot_on_seeds(task: str, policy, seeds: range) -> Episodes:
                 break
             # The action manager also keeps `last_action` and the action history of the observation.
             env.action_manager.process(policy(env.obs))
-            robot.set_targets(robot.command_joints, torch.cat([t.processed_actions[0] for t in terms]).tolist())
+            robot.set_targets(action_joints, torch.cat([t.processed_actions[0] for t in terms]).tolist())
             for _ in range(robot.decimation):
                 result = robot.step()
             if result is not None:
@@ -135,5 +158,7 @@ def sim_robot_on_seeds(task: str, policy, seeds: range) -> Episodes:
         torch.set_num_threads(threads)
     assert [r.seed for r in results] == list(seeds), \
         f"the sim robot ended only {len(results)} episodes in the time limits of {len(seeds)}"
+    errors = [r.mean_speed_error for r in results]
     return Episodes(np.array([r.success for r in results]), np.array([r.length for r in results]),
-                    np.array([r.terminated for r in results]))
+                    np.array([r.terminated for r in results]),
+                    speed_errors=None if errors[0] is None else np.array(errors))
