@@ -4,7 +4,9 @@
     python bench/deploy_latency.py [EXPORT_DIR] [--steps 5000] [--seconds 10] [--record-seconds 10] [--no-ros] [--no-record]
 
 1. In-process: `DeployRuntime.step` with fresh inputs every step (observation assembly + ONNX
-   inference + safety filter), p50/p99 over `--steps` steps. Target: p99 < 1 ms.
+   inference + safety filter), p50/p99 over `--steps` steps. Target: p99 < 1 ms. Without
+   EXPORT_DIR this runs for an arm_reach and a wl_velocity export (IMU inputs, projected gravity,
+   position legs + velocity wheels + the held arm: 13 command joints).
 2. ROS 2: policy_node in a child process at 200 Hz (`control_rate_hz:=200`), a robot process
    publishing joint states, tool point and target at 200 Hz, and this process subscribing to the
    joint commands over Fast DDS on 127.0.0.1. The period between consecutive commands is the loop
@@ -15,8 +17,9 @@
    as policy_node records them); blocks of 200 ticks alternate between the two so that machine load
    affects both alike. Target: recording adds < 5 % to the control step's p99.
 
-Without EXPORT_DIR an untrained arm_reach actor is exported (`batonlab.export`): the same network
-(24 → 128 → 128 → 64 → 6, ELU, observation normaliser) as a trained one, which costs the same to run.
+Without EXPORT_DIR untrained actors are exported (`batonlab.export`): the same networks as trained
+ones (arm_reach 24 → 128 → 128 → 64 → 6, wl_velocity 33 → 256 → 128 → 64 → 6; ELU, observation
+normaliser), which cost the same to run. Parts 2 and 3 use the arm_reach export.
 """
 
 from __future__ import annotations
@@ -37,19 +40,19 @@ REPO = Path(__file__).resolve().parents[1]
 RATE_HZ = 200.0
 
 
-def untrained_export(out_dir: Path) -> Path:
-    """arm_reach with a freshly initialised actor, exported by `batonlab export`'s own `export`."""
+def untrained_export(out_dir: Path, task: str = "arm_reach") -> Path:
+    """`task` with a freshly initialised actor, exported by `batonlab export`'s own `export`."""
     from batonlab.env.env import BatonEnv
     from batonlab.export.onnx import export
     from batonlab.rl.runner import BatonRunner
     from batonlab.rl.vecenv import RslRlVecEnv
     from batonlab.tasks import make_agent_cfg, make_task_cfg
 
-    cfg = make_task_cfg("arm_reach", play=True)
+    cfg = make_task_cfg(task, play=True)
     cfg.num_envs = 1
     env = BatonEnv(cfg)
-    runner = BatonRunner(RslRlVecEnv(env), make_agent_cfg("arm_reach"), log_dir=None)
-    export(env, runner.inference_policy(), out_dir, "arm_reach")
+    runner = BatonRunner(RslRlVecEnv(env), make_agent_cfg(task), log_dir=None)
+    export(env, runner.inference_policy(), out_dir, task)
     env.close()
     return out_dir
 
@@ -64,9 +67,11 @@ def bench_in_process(export_dir: Path, steps: int) -> None:
 
     manifest = load_manifest(export_dir)
     fingers = [n for n in ("finger_left", "finger_right") if n in manifest.default_joint_pos]
-    runtime = DeployRuntime(manifest, SafetyCfg(ramp_time_s=0.0), ignored_joints=fingers)
-    names = [*manifest.joint_names, *fingers]
+    runtime = DeployRuntime(manifest, SafetyCfg(ramp_time_s=0.0),
+                            ignored_joints=[f for f in fingers if f not in manifest.held_joints.names])
+    names = list(dict.fromkeys([*runtime.ctx.joints, *fingers]))  # as a robot sends them: every joint, one message
     q0 = np.array([manifest.default_joint_pos[n] for n in names])
+    at_rest = {name: spec.at_rest() for name, spec in manifest.sensors.items()}
     rng = np.random.default_rng(0)
     step_times, obs_times, policy_times = [], [], []
     dt = manifest.control_dt
@@ -76,7 +81,7 @@ def bench_in_process(export_dir: Path, steps: int) -> None:
         start = time.perf_counter()
         runtime.set_joint_state(names, q, np.zeros(len(names)), now)
         for name, slot in runtime.vectors.items():
-            runtime.set_vector(name, 0.3 + 0.01 * rng.standard_normal(slot.dim), now)
+            runtime.set_vector(name, at_rest.get(name, 0.3) + 0.01 * rng.standard_normal(slot.dim), now)
         result = runtime.step(now)
         elapsed = time.perf_counter() - start
         # Warm-up (excluded): the runtime first measures how regularly the inputs arrive, then runs.
@@ -91,7 +96,8 @@ def bench_in_process(export_dir: Path, steps: int) -> None:
             obs_times.append(t1 - t0)
             policy_times.append(t2 - t1)
     step = np.array(step_times)
-    print(f"in-process control step (inputs + obs + ONNX + safety), {steps} steps:")
+    print(f"{manifest.task}: in-process control step (inputs + obs + ONNX + safety), {steps} steps, "
+          f"{len(names)} joints in, {len(runtime.joint_names)} commanded ({', '.join(sorted(set(runtime.command_kinds)))}):")
     print(f"  step        {percentiles(step)}   target p99 < 1000 us: {'met' if np.percentile(step, 99) < 1e-3 else 'MISSED'}")
     print(f"  obs only    {percentiles(np.array(obs_times))}")
     print(f"  ONNX only   {percentiles(np.array(policy_times))}")
@@ -270,6 +276,8 @@ def main() -> None:
         export_dir = args.export or untrained_export(Path(tmp) / "exported")
         print(f"policy: {export_dir}")
         bench_in_process(export_dir, args.steps)
+        if args.export is None:
+            bench_in_process(untrained_export(Path(tmp) / "wl_velocity", "wl_velocity"), args.steps)
         if not args.no_record:
             bench_recording(export_dir, args.record_seconds)
         if not args.no_ros:

@@ -193,10 +193,12 @@ def test_rate_limit_and_joint_limits_hold_whatever_the_torque_clamp_asks():
     np.testing.assert_allclose(cmd[:2], [0.5 + 2.0 * DT, -0.5 - 2.0 * DT])
 
 
-@pytest.mark.parametrize("stop_behavior", ["hold_then_damp", "hold", "damp"])
+@pytest.mark.parametrize("stop_behavior", ["hold_then_damp", "hold", "damp", "crouch"])
 def test_no_command_ever_steps_more_than_the_rate_limit_or_leaves_the_limits(stop_behavior):
     rng = np.random.default_rng(0)
-    f = make_filter(max_joint_velocity=2.0, stop_behavior=stop_behavior, stop_hold_time_s=0.1, ramp_time_s=0.05)
+    f = make_filter(max_joint_velocity=2.0, stop_behavior=stop_behavior, stop_hold_time_s=0.1, ramp_time_s=0.05,
+                    max_acceleration=100.0, stop_deceleration=50.0, stop_pose={"hip": 0.9, "knee": -0.9},
+                    stop_time_s=0.2)
     f.update(0.0, True, None, Z)
     prev, now = None, 0.0
     for k in range(400):
@@ -209,8 +211,12 @@ def test_no_command_ever_steps_more_than_the_rate_limit_or_leaves_the_limits(sto
         cmd = f.command(now, target if f.state is not State.STOP else None, q, qd, bool(rng.integers(2)))
         assert cmd is not None and np.isfinite(cmd).all()
         assert (cmd[:2] >= -1.0).all() and (cmd[:2] <= 1.0).all(), "joint limits"
+        assert abs(cmd[2]) <= 20.0, "speed range"
         if prev is not None:
             assert np.abs(cmd[:2] - prev[:2]).max() <= 2.0 * DT + 1e-12, f"rate limit broken in {f.state} at step {k}"
+            assert abs(cmd[2] - prev[2]) <= 100.0 * DT + 1e-9, f"acceleration limit broken in {f.state} at step {k}"
+            if f.state is State.STOP:
+                assert abs(cmd[2]) <= abs(prev[2]) and abs(cmd[2] - prev[2]) <= 50.0 * DT + 1e-9, "braking"
         prev = cmd
     assert f.state is State.STOP
 
@@ -255,6 +261,66 @@ def test_stop_behaviors_damp_and_hold():
     hold.set_estop(True, 0.1)
     for now in (0.1, 10.0, 100.0):
         np.testing.assert_allclose(hold.command(now, None, Z, Z, True)[:3], [0.01, 0.01, 0.0])
+
+
+def test_crouch_brakes_the_wheels_within_the_deceleration_limit_and_folds_the_legs_then_damps():
+    """The wheel-legged stop: wheel speed commands fall by at most stop_deceleration·dt per period (a jump
+    to zero would tip a balancing robot over its wheels), the legs move to the crouch pose over
+    stop_time_s, an unlisted position joint holds, and only then are the joints damped."""
+    f = make_filter(stop_behavior="crouch", stop_pose={"hip": -0.5, "knee": 0.9}, stop_time_s=0.4,
+                    stop_deceleration=100.0, max_joint_velocity=100.0)
+    run_state(f)
+    f.command(0.0, np.array([0.1, 0.3, 12.0, 1.0]), Z, Z, True)
+    f.set_estop(True, DT)
+    commands, phases, q = [], [], f.last_command.copy()
+    for k in range(1, 40):
+        now = k * DT
+        f.update(now, True, None, q)
+        commands.append(f.command(now, None, q, Z, True))
+        phases.append(f.stop_phase(now))
+        q = np.where([True, True, False, False], commands[-1], 0.0)  # the joints follow their targets
+    commands = np.array(commands)
+    wheel = np.concatenate([[12.0], commands[:, 2]])
+    assert np.all(np.diff(wheel) <= 0) and np.all(-np.diff(wheel) <= 100.0 * DT + 1e-12), "braking within the limit"
+    assert wheel[1] == pytest.approx(10.0) and wheel[6] == 0.0 and (wheel[6:] == 0.0).all()
+    # Legs: a straight line from the last command to the pose in 0.4 s (20 periods), reached at 0.4 s.
+    np.testing.assert_allclose(commands[:20, 0], 0.1 + (np.arange(20) / 20) * (-0.5 - 0.1), atol=1e-12)
+    np.testing.assert_allclose(commands[21, :2], [-0.5, 0.9])
+    assert phases[:20] == ["crouch"] * 20 and set(phases[22:]) == {"damp"}
+    q = np.array([-0.48, 0.88, 0.0, 0.0])
+    np.testing.assert_allclose(f.command(1.0, None, q, Z, True)[:3], [-0.48, 0.88, 0.0], err_msg="damped once crouched")
+
+
+def test_crouch_waits_for_the_wheels_before_damping_and_holds_unlisted_joints():
+    f = make_filter(stop_behavior="crouch", stop_pose={"hip": -0.5}, stop_time_s=0.1, stop_deceleration=50.0,
+                    max_joint_velocity=100.0)
+    run_state(f)
+    q = np.array([0.1, 0.3, 0.0, 0.0])
+    f.command(0.0, np.array([0.1, 0.3, 20.0, 0.0]), q, Z, True)
+    f.set_estop(True, DT)
+    for k in range(1, 20):
+        cmd = f.command(k * DT, None, q, Z, True)
+        assert cmd[1] == pytest.approx(0.3), "a joint without a crouch target holds its last command"
+        assert f.stop_phase(k * DT) == ("crouch" if k < 20 else "damp"), "wheels still turning: no damping yet"
+    assert f.command(20 * DT, None, q, Z, True)[2] == 0.0 and f.stop_phase(21 * DT) == "damp"
+
+
+@pytest.mark.parametrize("stop_behavior", ["hold_then_damp", "hold", "damp", "crouch"])
+def test_every_stop_behavior_brakes_wheels_gradually_even_without_measurements(stop_behavior):
+    f = make_filter(stop_behavior=stop_behavior, stop_deceleration=50.0, stop_hold_time_s=0.0)
+    run_state(f)
+    f.command(0.0, np.array([0.0, 0.0, -15.0, 0.0]), Z, Z, True)
+    f.update(DT, False, "stale joint_states (60 ms old)", Z)
+    speeds = [f.command(k * DT, None, Z * np.nan, Z * np.nan, False)[2] for k in range(1, 18)]
+    np.testing.assert_allclose(speeds[:15], -15.0 + 1.0 * np.arange(1, 16))
+    assert speeds[15:] == [0.0, 0.0]
+
+
+def test_a_stop_pose_for_unknown_or_velocity_joints_is_refused():
+    with pytest.raises(ValueError, match="stop_pose names joints \\['tail'\\]"):
+        make_filter(stop_behavior="crouch", stop_pose={"tail": 0.1})
+    with pytest.raises(ValueError, match="position-controlled"):
+        make_filter(stop_behavior="crouch", stop_pose={"wheel": 0.1})
 
 
 def test_unknown_stop_behavior_is_refused():

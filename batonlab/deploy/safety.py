@@ -6,7 +6,7 @@
        └──────── reset() ──────── stop ◄── e-stop (or lost heartbeat), stale / non-finite / implausible
                                    │       input, malformed message, non-finite policy output
                        hold ──stop_hold_time_s──► damp         (stop_behavior "hold_then_damp")
-                       crouch ──stop_time_s, wheels at rest──► damp   (stop_behavior "crouch")
+                       crouch ──pose reached (stop_time_s), wheels at rest──► damp   (stop_behavior "crouch")
 
 - passive: nothing is commanded; the robot's own controllers keep it where it is.
 - ramp: soft start, targets blend from the pose measured on entry to the policy's targets.
@@ -222,6 +222,8 @@ class SafetyFilter:
         self._stop_start = 0.0
         self._stop_from: np.ndarray | None = None
         """The last command before the stop: held, or the start of the crouch."""
+        self._crouched = False
+        """"crouch": the crouch pose has been commanded."""
 
     # Events.
 
@@ -313,7 +315,7 @@ class SafetyFilter:
             return "hold" if elapsed < self.cfg.stop_hold_time_s else "damp"
         if self.behavior == "crouch":
             wheels_turning = self.last_command is not None and np.any(self.last_command[self.is_vel] != 0.0)
-            return "crouch" if elapsed < self.stop_time_s or wheels_turning else "damp"
+            return "crouch" if not self._crouched or wheels_turning else "damp"
         return self.behavior
 
     # Private methods.
@@ -361,6 +363,7 @@ class SafetyFilter:
             moving = np.isfinite(self.stop_pose)
             cmd = np.where(self.is_pos, self._stop_from, 0.0)
             cmd[moving] = self._stop_from[moving] + alpha * (self.stop_pose[moving] - self._stop_from[moving])
+            self._crouched = alpha >= 1.0  # the pose is commanded: damping may begin next period
         elif measured_ok:
             cmd = np.where(self.is_pos, q, 0.0)
             cmd[self.is_eff] = -self.kd[self.is_eff] * qd[self.is_eff]
@@ -383,7 +386,7 @@ class SafetyFilter:
         transition = Transition(now, self.state, state, reason)
         self.state, self.reason = state, reason
         if state is State.STOP:
-            self._stop_start, self._stop_from = now, None
+            self._stop_start, self._stop_from, self._crouched = now, None, False
         self.transitions.append(transition)
         level = logging.WARNING if state is State.STOP else logging.INFO
         log.log(level, "%s -> %s: %s", transition.source.value, state.value, reason)
