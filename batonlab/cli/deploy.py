@@ -116,9 +116,11 @@ def run_sim_to_sim(export_dir: Path, task: str, seed: int = 0, num_episodes: int
     log_dir.mkdir(parents=True, exist_ok=True)
     results_file = results_file or (out_dir / f"results_seed{seed}.json")
     results_file.unlink(missing_ok=True)
+    robot_params, wiring = _robot_wiring(export_dir)
     sim, sim_log = _start_node("sim_robot_node", {"task": task, "seed": seed, "num_episodes": num_episodes,
-                                                  "results_file": str(results_file)}, env, log_dir)
-    policy, policy_log = _start_node("policy_node", {"manifest": str(export_dir), **(policy_params or {})}, env, log_dir)
+                                                  "results_file": str(results_file), **robot_params}, env, log_dir)
+    policy, policy_log = _start_node("policy_node", {"manifest": str(export_dir), **wiring, **(policy_params or {})},
+                                     env, log_dir)
     print(f"[batonlab] sim-to-sim on ROS_DOMAIN_ID {domain_id}; node output in {log_dir}", flush=True)
     start = time.monotonic()
     try:
@@ -190,6 +192,25 @@ def run(args: list[str]) -> int:
 
 
 # Private helpers.
+
+
+def _robot_wiring(export_dir: Path) -> tuple[dict, dict]:
+    """What connects this export to the sim robot: (sim_robot_node params, policy_node params).
+
+    The sim robot publishes every 1-DoF joint of the scene; those the policy neither reads nor
+    commands (arm6's passive finger, the gripper of a reach policy) are ignored by the policy node.
+    A velocity command (fields lin_vel_x …) is driven by the sim robot's own seeded command schedule
+    and reaches the policy node as `cmd_vel`, as an operator's joystick would send it.
+    """
+    from batonlab.deploy import load_manifest
+    from batonlab.deploy.observation import ObservationBuilder
+
+    manifest = load_manifest(export_dir, verify_hash=False)
+    needed = set(ObservationBuilder(manifest).ctx.joints)
+    ignored = [name for name in manifest.default_joint_pos if name not in needed]
+    velocity = [name for name, c in manifest.commands.items() if "lin_vel_x" in c.fields]
+    robot = {"cmd_vel_command": velocity[0]} if len(velocity) == 1 else {}
+    return robot, {"ignored_joints": ignored or [""]}
 
 
 def _start_node(node: str, params: dict, env: dict[str, str], log_dir: Path) -> tuple[subprocess.Popen, Path]:
