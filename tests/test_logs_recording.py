@@ -30,6 +30,9 @@ def record(path: Path, ticks: int = 100, chunk_bytes: int = 1 << 20, **kwargs) -
         q = np.sin(0.01 * k + np.arange(20))
         rec.joint_state(stamp, q, np.cos(q), np.full(20, 0.5))
         rec.imu(stamp, [1.0, 0.0, 0.0, 0.0], [0.0, 0.1, 0.0], [0.0, 0.0, 9.81], frame_id="base")
+        yaw = 0.01 * k  # a base turning left while driving forward at 0.5 m/s (twist in the base frame)
+        rec.odom(stamp, [0.5 * k * 0.005, 0.0, 0.4], [np.cos(yaw / 2), 0.0, 0.0, np.sin(yaw / 2)], [0.5, 0.0, 0.0],
+                 [0.0, 0.0, 2.0], child_frame_id="base", header_ns=stamp + 1000)
         rec.twist(stamp, [0.3, 0.0, 0.0], [0.0, 0.0, 0.2])
         rec.task_command("ee_target", stamp, [0.4, 0.1, 0.3], frame_id="base")
         rec.sensor("foot_forces", stamp, [1.0, 2.0, 3.0, 4.0])
@@ -44,12 +47,12 @@ def test_anyreader_with_empty_typestore_reads_every_type_from_the_bag(tmp_path):
     from rosbags.typesys import Stores, get_typestore
 
     rec = record(tmp_path / "bag")
-    assert rec.ok and rec.written == 7 * 100 + 1 and rec.dropped == 0
+    assert rec.ok and rec.written == 8 * 100 + 1 and rec.dropped == 0
     with AnyReader([tmp_path / "bag"], default_typestore=get_typestore(Stores.EMPTY)) as reader:
         # The reader's own typestore starts empty: every type below was registered from the bag's definitions.
         assert POLICY_STEP_TYPE in reader.typestore.fielddefs
         counts = {c.topic: c.msgcount for c in reader.connections}
-        assert counts == {"/batonlab/metadata": 1, "/joint_states": 100, "/imu": 100, "/cmd_vel": 100,
+        assert counts == {"/batonlab/metadata": 1, "/joint_states": 100, "/imu": 100, "/odom": 100, "/cmd_vel": 100,
                           "/commands/ee_target": 100, "/sensors/foot_forces": 100, "/joint_commands": 100,
                           "/batonlab/policy_step": 100}
         steps = [reader.deserialize(raw, c.msgtype) for c, _, raw in reader.messages()
@@ -78,7 +81,7 @@ def test_mcap_reader_opens_the_bag(tmp_path):
         schemas = {s.name: s for s in summary.schemas.values()}
         assert schemas[POLICY_STEP_TYPE].encoding == "ros2msg"
         assert b"float32[] observation" in schemas[POLICY_STEP_TYPE].data
-        assert summary.statistics.message_count == 701 and summary.statistics.chunk_count > 5
+        assert summary.statistics.message_count == 801 and summary.statistics.chunk_count > 5
         topics = {c.topic for c in summary.channels.values()}
         assert {"/joint_states", "/batonlab/policy_step", "/joint_commands"} <= topics
         per_topic = {}
@@ -97,6 +100,14 @@ def test_arrays_round_trip(tmp_path):
     np.testing.assert_allclose(log.joint_commands.values - log.joint_states.position, 0.1)
     assert log.policy_steps.observation.shape == (100, 66) and log.policy_steps.safety_state[0] == "run"
     assert log.cmd_vel.values[0].tolist() == [0.3, 0.0, 0.0, 0.0, 0.0, 0.2]
+    odom = log.odom
+    assert (odom.frame_id, odom.child_frame_id) == ("odom", "base") and odom.position.shape == (100, 3)
+    np.testing.assert_allclose(odom.stamp - odom.t, 1e-6)
+    np.testing.assert_allclose(odom.position[10], [0.025, 0.0, 0.4])
+    np.testing.assert_allclose(odom.yaw, 0.01 * np.arange(100), atol=1e-12)
+    linear_w, angular_b = odom.twist_world_body()  # base frame → odom frame for the linear part
+    np.testing.assert_allclose(linear_w[50], [0.5 * np.cos(0.5), 0.5 * np.sin(0.5), 0.0], atol=1e-12)
+    np.testing.assert_allclose(angular_b[50], [0.0, 0.0, 2.0])
     assert log.task_commands["ee_target"].values.shape == (100, 3)
     assert log.sensors["foot_forces"].values[0].tolist() == [1.0, 2.0, 3.0, 4.0]
     assert log.topics["/joint_states"].rate_hz == pytest.approx(200.0)

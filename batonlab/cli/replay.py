@@ -8,8 +8,9 @@
     batonlab replay BAG --report out/                 plots, a video and index.html in out/
 
 Modes: open_loop drives the simulator with the logged joint commands from the logged initial state
-and reports the sim-vs-log RMSE; playback sets the logged joint states kinematically and renders an
-MP4; policy feeds the logged observations to an exported policy and compares its actions with the
+and reports the sim-vs-log RMSE (wheels by velocity) and, for a floating base with odometry in the
+bag, the base's drift from the odometry; playback sets the logged joint states kinematically and
+renders an MP4; policy feeds the logged observations to an exported policy and compares its actions with the
 logged ones; all (the default) runs every mode the bag and the arguments allow.
 """
 
@@ -32,6 +33,14 @@ def _size(text: str) -> tuple[int, int]:
     except ValueError:
         raise argparse.ArgumentTypeError(f"size must be HEIGHTxWIDTH, e.g. 240x320, got {text!r}") from None
     return height, width
+
+
+def _per_joint(open_loop) -> str:
+    """Position RMSE per joint; continuous joints (wheels) by their velocity RMSE."""
+    parts = []
+    for name, pos, vel in zip(open_loop.joint_names, open_loop.rmse_per_joint, open_loop.velocity_rmse_per_joint):
+        parts.append(f"{name} {vel:.2e} rad/s (velocity)" if name in open_loop.continuous_joints else f"{name} {pos:.2e}")
+    return ", ".join(parts)
 
 
 def run(args: list[str]) -> int:
@@ -79,10 +88,13 @@ def run(args: list[str]) -> int:
                     raise
                 skipped["open_loop"] = str(err)
         if open_loop is not None:
-            per_joint = ", ".join(f"{n} {v:.2e}" for n, v in zip(open_loop.joint_names, open_loop.rmse_per_joint))
             print(f"[batonlab] open-loop ({open_loop.physics} physics, initial state from {open_loop.initial_state}): "
                   f"RMSE {open_loop.rmse:.3e} rad, max |error| {open_loop.max_abs_error:.3e} over {open_loop.t.size} samples; "
-                  f"per joint: {per_joint}")
+                  f"per joint: {_per_joint(open_loop)}")
+            if open_loop.has_base:
+                print(f"[batonlab] base drift vs odometry: final {open_loop.final_base_drift:.3g} m, max "
+                      f"{open_loop.max_base_drift:.3g} m, {open_loop.base_drift_per_metre:.3g} m per metre over "
+                      f"{open_loop.base_distance:.2f} m travelled; max yaw drift {open_loop.max_yaw_drift:.3g} rad")
             for note in open_loop.notes:
                 print(f"[batonlab] note: {note}")
         export_dir = ns.policy or log.metadata.get("export_dir")

@@ -7,12 +7,19 @@ The robot side (`policy_node`) and simulation (`batonlab play record=DIR`) write
 
     /joint_states           sensor_msgs/msg/JointState         measured joint positions, velocities, efforts
     /imu                    sensor_msgs/msg/Imu                base orientation (wxyz), angular velocity, acceleration
+    /odom                   nav_msgs/msg/Odometry              base pose and twist of a mobile robot (see below)
     /cmd_vel                geometry_msgs/msg/Twist            velocity command, when the task has one
     /commands/<name>        geometry_msgs/msg/PointStamped     task commands (3-vectors), else Float64MultiArray
     /sensors/<name>         geometry_msgs/msg/PointStamped     sensors the policy reads (3-vectors), else Float64MultiArray
     /joint_commands         std_msgs/msg/Float64MultiArray     joint targets sent to the servos (PD targets)
     /batonlab/policy_step   batonlab_msgs/msg/PolicyStep       observation, raw and filtered action, safety state
     /batonlab/metadata      std_msgs/msg/String                JSON metadata (first message of the bag)
+
+Odometry follows REP-105: the pose is the `child_frame_id` frame (the robot's root body) in
+`header.frame_id` ("odom"), and the twist is expressed in `child_frame_id` (linear [m/s] and angular
+[rad/s] velocity of the root body in its own frame). A recorder that only has the twist in the odom
+frame leaves `child_frame_id` empty: the twist is then read in `header.frame_id`. Replay
+(`batonlab.logs.replay`) takes the odom frame to be the simulator's world frame.
 
 The PolicyStep definition (`POLICY_STEP_MSG`) is stored in the bag like every other type, so any
 rosbag2 reader deserialises it without batonlab installed.
@@ -56,6 +63,7 @@ BAG_FORMAT = "batonlab-bag/1"
 DEFAULT_TOPICS = {
     "joint_states": "/joint_states",
     "imu": "/imu",
+    "odom": "/odom",
     "cmd_vel": "/cmd_vel",
     "joint_commands": "/joint_commands",
     "policy_step": "/batonlab/policy_step",
@@ -72,6 +80,7 @@ SENSOR_TOPIC_PREFIX = "/sensors/"
 MSG_TYPES = {
     "joint_states": "sensor_msgs/msg/JointState",
     "imu": "sensor_msgs/msg/Imu",
+    "odom": "nav_msgs/msg/Odometry",
     "cmd_vel": "geometry_msgs/msg/Twist",
     "joint_commands": "std_msgs/msg/Float64MultiArray",
     "policy_step": POLICY_STEP_TYPE,

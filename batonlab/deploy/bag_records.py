@@ -48,6 +48,23 @@ def imu_record(stamp_ns, header_ns, frame_id, orientation_wxyz, angular_velocity
             f64_bytes(linear_acceleration))
 
 
+class OdomRecord(NamedTuple):
+    stamp_ns: int
+    header_ns: int | None
+    frame_id: str
+    child_frame_id: str
+    position: bytes
+    orientation_wxyz: bytes
+    linear_velocity: bytes
+    angular_velocity: bytes
+
+
+def odom_record(stamp_ns, header_ns, frame_id, child_frame_id, position, orientation_wxyz, linear_velocity,
+                angular_velocity) -> tuple:
+    return ("odom", int(stamp_ns), header_ns, str(frame_id), str(child_frame_id), f64_bytes(position),
+            f64_bytes(orientation_wxyz), f64_bytes(linear_velocity), f64_bytes(angular_velocity))
+
+
 class TwistRecord(NamedTuple):
     stamp_ns: int
     linear: bytes
@@ -102,11 +119,11 @@ def policy_step_record(stamp_ns, step, episode, observation, action_raw, action_
             optional_f64_bytes(action_filtered), str(safety_state), str(safety_reason), int(input_ns), float(compute_time_s))
 
 
-Record = JointStateRecord | ImuRecord | TwistRecord | JointCommandRecord | VectorRecord | PolicyStepRecord
+Record = JointStateRecord | ImuRecord | OdomRecord | TwistRecord | JointCommandRecord | VectorRecord | PolicyStepRecord
 
 RECORD_TYPES: dict[str, type] = {
-    "joint_states": JointStateRecord, "imu": ImuRecord, "cmd_vel": TwistRecord, "joint_commands": JointCommandRecord,
-    "vector": VectorRecord, "policy_step": PolicyStepRecord,
+    "joint_states": JointStateRecord, "imu": ImuRecord, "odom": OdomRecord, "cmd_vel": TwistRecord,
+    "joint_commands": JointCommandRecord, "vector": VectorRecord, "policy_step": PolicyStepRecord,
 }
 """Kind (the first element of an encoded record) → record class."""
 

@@ -28,6 +28,7 @@ from batonlab.deploy.bag_records import (
     ImuRecord,
     JointCommandRecord,
     JointStateRecord,
+    OdomRecord,
     PolicyStepRecord,
     Record,
     TwistRecord,
@@ -134,6 +135,18 @@ class BagWriter:
                 orientation_covariance=np.zeros(9), angular_velocity=Vector3(*f64_array(record.angular_velocity)),
                 angular_velocity_covariance=np.zeros(9), linear_acceleration=Vector3(*f64_array(record.linear_acceleration)),
                 linear_acceleration_covariance=np.zeros(9))
+        if isinstance(record, OdomRecord):
+            header.frame_id = record.frame_id
+            quat = f64_array(record.orientation_wxyz)
+            pose = T["geometry_msgs/msg/Pose"](position=T["geometry_msgs/msg/Point"](*f64_array(record.position)),
+                                               orientation=T["geometry_msgs/msg/Quaternion"](x=quat[1], y=quat[2], z=quat[3],
+                                                                                             w=quat[0]))
+            twist = T["geometry_msgs/msg/Twist"](linear=Vector3(*f64_array(record.linear_velocity)),
+                                                 angular=Vector3(*f64_array(record.angular_velocity)))
+            return self.topics["odom"], MSG_TYPES["odom"], T[MSG_TYPES["odom"]](
+                header=header, child_frame_id=record.child_frame_id,
+                pose=T["geometry_msgs/msg/PoseWithCovariance"](pose=pose, covariance=np.zeros(36)),
+                twist=T["geometry_msgs/msg/TwistWithCovariance"](twist=twist, covariance=np.zeros(36)))
         if isinstance(record, TwistRecord):
             return self.topics["cmd_vel"], MSG_TYPES["cmd_vel"], T[MSG_TYPES["cmd_vel"]](
                 linear=Vector3(*f64_array(record.linear)), angular=Vector3(*f64_array(record.angular)))

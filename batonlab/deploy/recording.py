@@ -31,6 +31,7 @@ from batonlab.deploy.bag_records import (
     imu_record,
     joint_command_record,
     joint_state_record,
+    odom_record,
     policy_step_record,
     twist_record,
     vector_record,
@@ -150,6 +151,22 @@ class BagRecorder:
             header_ns: int | None = None) -> None:
         """Base orientation (quaternion wxyz), angular velocity [rad/s] and proper acceleration [m/s²]."""
         self._put(imu_record(stamp_ns, header_ns, frame_id, orientation_wxyz, angular_velocity, linear_acceleration))
+
+    def odom(self, stamp_ns: int, position, orientation_wxyz, linear_velocity, angular_velocity, frame_id: str = "odom",
+             child_frame_id: str = "", header_ns: int | None = None) -> None:
+        """Base odometry (nav_msgs/Odometry on the `odom` topic, `/odom` by default).
+
+        Args:
+            stamp_ns: Log time [ns].
+            position: (3,) position of `child_frame_id` (the robot's root body) in `frame_id` [m].
+            orientation_wxyz: (4,) its orientation in `frame_id`.
+            linear_velocity: (3,) [m/s] and
+            angular_velocity: (3,) [rad/s] of the root body, expressed in `child_frame_id` (REP-105);
+                with an empty `child_frame_id`, expressed in `frame_id`.
+            header_ns: Header stamp (when the pose was measured) [ns]; default `stamp_ns`.
+        """
+        self._put(odom_record(stamp_ns, header_ns, frame_id, child_frame_id, position, orientation_wxyz, linear_velocity,
+                              angular_velocity))
 
     def twist(self, stamp_ns: int, linear, angular) -> None:
         """A velocity command [m/s, rad/s]."""

@@ -2,7 +2,7 @@
 """Reading rosbag2 bags (MCAP or sqlite3) into numpy arrays, and recovering damaged MCAP files.
 
 `open_bag(path)` returns a `BagLog`: per-topic time series as arrays (joint states, joint
-commands, policy steps, IMU, velocity and task commands), the batonlab metadata and what went
+commands, policy steps, IMU, odometry, velocity and task commands), the batonlab metadata and what went
 wrong on the way. Types are always taken from the definitions stored in the bag.
 
 An intact bag is read with rosbags' `AnyReader`. When that fails on an MCAP file (no footer
@@ -96,6 +96,59 @@ class ImuSeries:
 
 
 @dataclass
+class OdomSeries:
+    """Base odometry (nav_msgs/Odometry). Pose of `child_frame_id` in `frame_id`; twist in
+    `child_frame_id` (REP-105), or in `frame_id` when `child_frame_id` is empty (`bag_format`)."""
+
+    t: np.ndarray
+    """(N,) log time [s since bag start]."""
+    stamp: np.ndarray
+    """(N,) header stamp [s since bag start]."""
+    position: np.ndarray
+    """(N, 3) [m]."""
+    orientation_wxyz: np.ndarray
+    """(N, 4)."""
+    linear: np.ndarray
+    """(N, 3) linear velocity as logged [m/s]."""
+    angular: np.ndarray
+    """(N, 3) angular velocity as logged [rad/s]."""
+    frame_id: str = "odom"
+    child_frame_id: str = ""
+
+    def twist_world_body(self) -> tuple[np.ndarray, np.ndarray]:
+        """(linear velocity in `frame_id` (N, 3) [m/s], angular velocity in the body frame (N, 3) [rad/s]):
+        the velocities a floating base's free joint holds (MuJoCo: linear in the world, angular in the body)."""
+        rot = quat_to_matrix(self.orientation_wxyz)  # body → odom frame
+        if self.child_frame_id:
+            return np.einsum("nij,nj->ni", rot, self.linear), self.angular.copy()
+        return self.linear.copy(), np.einsum("nji,nj->ni", rot, self.angular)
+
+    @property
+    def yaw(self) -> np.ndarray:
+        """(N,) heading of the base about the odom frame's z axis [rad]."""
+        return quat_yaw(self.orientation_wxyz)
+
+
+def quat_to_matrix(wxyz: np.ndarray) -> np.ndarray:
+    """(N, 3, 3) rotation matrices of (N, 4) unit quaternions (w, x, y, z); normalised first."""
+    q = np.asarray(wxyz, dtype=np.float64)
+    q = q / np.linalg.norm(q, axis=-1, keepdims=True)
+    w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
+    return np.stack([
+        np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], axis=-1),
+        np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], axis=-1),
+        np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], axis=-1),
+    ], axis=-2)
+
+
+def quat_yaw(wxyz: np.ndarray) -> np.ndarray:
+    """Yaw (rotation about z, ZYX convention) of (…, 4) quaternions (w, x, y, z) [rad]."""
+    q = np.asarray(wxyz, dtype=np.float64)
+    w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
+    return np.arctan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
+
+
+@dataclass
 class PolicySteps:
     t: np.ndarray
     """(N,) log time [s since bag start]."""
@@ -131,6 +184,7 @@ class BagLog:
     joint_commands: Vectors | None = None
     policy_steps: PolicySteps | None = None
     imu: ImuSeries | None = None
+    odom: OdomSeries | None = None
     cmd_vel: Vectors | None = None
     """(N, 6): linear xyz, angular xyz."""
     task_commands: dict[str, Vectors] = field(default_factory=dict)
@@ -142,6 +196,12 @@ class BagLog:
     @property
     def duration_s(self) -> float:
         return (self.end_ns - self.start_ns) * 1e-9
+
+    @property
+    def velocity_command_joints(self) -> list[str]:
+        """Joints whose logged commands are velocity targets [rad/s] (wheels), by the manifest in the metadata."""
+        actions = (self.metadata.get("manifest") or {}).get("actions") or []
+        return [j for a in actions if isinstance(a, dict) and a.get("type") == "joint_velocity" for j in a.get("joints", [])]
 
     @property
     def command_joint_names(self) -> list[str]:
@@ -329,7 +389,7 @@ def _role_topics(raw: RawBag, metadata: dict) -> dict[str, str | None]:
         by_type[msgtype].append(topic)
     roles = {}
     for role, msgtype in (("joint_states", "sensor_msgs/msg/JointState"), ("imu", "sensor_msgs/msg/Imu"),
-                          ("cmd_vel", "geometry_msgs/msg/Twist"), ("joint_commands", "std_msgs/msg/Float64MultiArray"),
+                          ("odom", "nav_msgs/msg/Odometry"), ("cmd_vel", "geometry_msgs/msg/Twist"), ("joint_commands", "std_msgs/msg/Float64MultiArray"),
                           ("policy_step", POLICY_STEP_TYPE), ("metadata", "std_msgs/msg/String")):
         topic = declared.get(role)
         if topic in raw.connections:
@@ -401,6 +461,8 @@ def to_arrays(raw: RawBag) -> BagLog:
             np.array([[m.msg.angular_velocity.x, m.msg.angular_velocity.y, m.msg.angular_velocity.z] for m in msgs]),
             np.array([[m.msg.linear_acceleration.x, m.msg.linear_acceleration.y, m.msg.linear_acceleration.z] for m in msgs]),
         )
+    if msgs := by_topic.get(roles["odom"] or ""):
+        log.odom = _odom(msgs, rel, stamp_ns)
     if msgs := by_topic.get(roles["cmd_vel"] or ""):
         log.cmd_vel = Vectors(rel([m.log_ns for m in msgs]), np.array(
             [[m.msg.linear.x, m.msg.linear.y, m.msg.linear.z, m.msg.angular.x, m.msg.angular.y, m.msg.angular.z] for m in msgs]))
@@ -444,6 +506,21 @@ def _joint_states(msgs: list[RawMessage], rel, stamp_ns) -> JointStates:
             effort[i, cols] = msg.effort
     return JointStates(rel([m.log_ns for m in msgs]), rel([stamp_ns(m.msg.header) for m in msgs]), tuple(names),
                        position, velocity, effort)
+
+
+def _odom(msgs: list[RawMessage], rel, stamp_ns) -> OdomSeries:
+    poses = [m.msg.pose.pose for m in msgs]
+    twists = [m.msg.twist.twist for m in msgs]
+    return OdomSeries(
+        t=rel([m.log_ns for m in msgs]),
+        stamp=rel([stamp_ns(m.msg.header) for m in msgs]),
+        position=np.array([[p.position.x, p.position.y, p.position.z] for p in poses]),
+        orientation_wxyz=np.array([[p.orientation.w, p.orientation.x, p.orientation.y, p.orientation.z] for p in poses]),
+        linear=np.array([[w.linear.x, w.linear.y, w.linear.z] for w in twists]),
+        angular=np.array([[w.angular.x, w.angular.y, w.angular.z] for w in twists]),
+        frame_id=msgs[0].msg.header.frame_id,
+        child_frame_id=msgs[0].msg.child_frame_id,
+    )
 
 
 def _policy_steps(msgs: list[RawMessage], rel, stamp_ns) -> PolicySteps:

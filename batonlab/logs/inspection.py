@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""`batonlab bag info` and `batonlab bag export --csv`: what is in a bag, and its topics as CSV files."""
+"""`batonlab bag info` and `batonlab bag export --csv`: what is in a bag, and its topics as CSV files
+(every topic, `/odom` included: nav_msgs/Odometry becomes `pose.pose.position.x`, … columns)."""
 
 from __future__ import annotations
 
@@ -32,6 +33,10 @@ def bag_info(raw: RawBag) -> dict[str, Any]:
         "topics": {t: {"type": i.msgtype, "count": i.count, "rate_hz": i.rate_hz, "first_s": i.first_s, "last_s": i.last_s}
                    for t, i in sorted(log.topics.items())},
         "metadata": {k: log.metadata[k] for k in _METADATA_KEYS if log.metadata.get(k) is not None},
+        "odometry": None if log.odom is None else {
+            "frame_id": log.odom.frame_id, "child_frame_id": log.odom.child_frame_id, "samples": int(log.odom.t.size),
+            "distance_m": float(np.nansum(np.linalg.norm(np.diff(log.odom.position[:, :2], axis=0), axis=1))),
+        },
         "truncated": log.truncated,
         "warnings": list(log.warnings),
     }
@@ -52,6 +57,10 @@ def format_info(info: dict[str, Any]) -> str:
     width = max((len(t) for t in info["topics"]), default=10)
     for topic, t in info["topics"].items():
         lines.append(f"  {topic:<{width}}  {t['type']:<34} {t['count']:>7} msgs  {t['rate_hz']:8.2f} Hz")
+    if info.get("odometry"):
+        odom = info["odometry"]
+        lines.append(f"odometry:  {odom['samples']} poses of '{odom['child_frame_id'] or '?'}' in '{odom['frame_id']}', "
+                     f"{odom['distance_m']:.2f} m travelled in the plane")
     if info["warnings"]:
         lines.append("warnings:" + (" (truncated bag)" if info["truncated"] else ""))
         lines += [f"  - {w}" for w in info["warnings"]]

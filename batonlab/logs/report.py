@@ -7,11 +7,14 @@
     summary.json           the numbers of the page
     joints.png             per joint: logged position, simulated (open-loop) position, command
     sim_vs_log_error.png   per-joint simulated − logged position, and the RMSE over joints, over time
+    base_drift.png         floating base with odometry: logged vs simulated path, horizontal and heading drift
     tracking_error.png     per joint: command − logged position (how well the servos tracked)
     action_diff.png        re-evaluated − logged raw actions (policy re-evaluation)
     latency.png            joint-state age at the command, and joint-state transport delay (when visible)
 
-Any part whose inputs are missing is left out and the page says why.
+Joints driven by velocity servos (wheels) are shown and tracked by velocity: their commands are
+velocity targets and their positions grow without bound. Any part whose inputs are missing is left
+out and the page says why.
 """
 
 from __future__ import annotations
@@ -27,8 +30,16 @@ from batonlab.logs.bag_reader import BagError, BagLog
 from batonlab.logs.replay import OpenLoopResult, PolicyEvalResult
 
 
-def tracking_error(log: BagLog) -> tuple[list[str], np.ndarray, np.ndarray] | None:
-    """(joint names, sample times, command − position (N, J)) using the latest command at each joint state."""
+def velocity_joints(log: BagLog, open_loop: OpenLoopResult | None = None) -> list[str]:
+    """Joints whose commands are velocity targets: from the replay's actuators, else the bag's manifest."""
+    return list(open_loop.velocity_joints) if open_loop is not None else log.velocity_command_joints
+
+
+def tracking_error(log: BagLog, velocity=()) -> tuple[list[str], np.ndarray, np.ndarray] | None:
+    """(joint names, sample times, command − measurement (N, J)) using the latest command at each joint state.
+
+    The measurement is the position, or for the joints in `velocity` (velocity servos) the velocity.
+    """
     if log.joint_states is None or log.joint_commands is None:
         return None
     try:
@@ -42,7 +53,8 @@ def tracking_error(log: BagLog) -> tuple[list[str], np.ndarray, np.ndarray] | No
     k = np.searchsorted(cmds.t, js.t + 1e-9, side="right") - 1
     valid = k >= 0
     err = np.full((len(js.t), len(names)), np.nan)
-    err[valid] = cmds.values[k[valid]] - js.position[valid][:, cols]
+    measured = np.where(np.isin(names, list(velocity))[None, :], js.velocity[:, cols], js.position[:, cols])
+    err[valid] = cmds.values[k[valid]] - measured[valid]
     return names, js.t, err
 
 
@@ -79,17 +91,30 @@ def summarize(log: BagLog, open_loop: OpenLoopResult | None = None, policy: Poli
         "topics": {t: {"type": i.msgtype, "count": i.count, "rate_hz": round(i.rate_hz, 3)} for t, i in sorted(log.topics.items())},
     }
     if open_loop is not None:
+        continuous = set(open_loop.continuous_joints)
         summary["open_loop"] = {
             "physics": open_loop.physics,
             "initial_state": open_loop.initial_state,
             "rmse": open_loop.rmse,
             "max_abs_error": open_loop.max_abs_error,
-            "rmse_per_joint": dict(zip(open_loop.joint_names, map(float, open_loop.rmse_per_joint))),
+            "rmse_per_joint": {n: float(v) for n, v in zip(open_loop.joint_names, open_loop.rmse_per_joint)
+                               if n not in continuous},
+            "velocity_rmse_per_joint": {n: float(v) for n, v in zip(open_loop.joint_names, open_loop.velocity_rmse_per_joint)
+                                        if n in continuous},
+            "continuous_joints": sorted(continuous),
             "samples": int(open_loop.t.size),
             "segments": len(open_loop.segments),
             "notes": open_loop.notes,
         }
-    if (tracking := tracking_error(log)) is not None:
+        if open_loop.has_base:
+            summary["open_loop"]["base"] = {
+                "final_drift_m": open_loop.final_base_drift,
+                "max_drift_m": open_loop.max_base_drift,
+                "distance_m": open_loop.base_distance,
+                "drift_per_metre": open_loop.base_drift_per_metre,
+                "max_yaw_drift_rad": open_loop.max_yaw_drift,
+            }
+    if (tracking := tracking_error(log, velocity_joints(log, open_loop))) is not None:
         names, _, err = tracking
         summary["tracking_rmse_per_joint"] = dict(zip(names, map(float, np.sqrt(np.nanmean(err**2, axis=0)))))
     if policy is not None:
@@ -148,18 +173,22 @@ def plot_joints(path: Path, log: BagLog, open_loop: OpenLoopResult | None) -> Pa
         cmd_names = log.command_joint_names if log.joint_commands is not None else None
     except BagError:
         pass
-    fig, axes = _per_joint_figure(names, "joint positions: log, open-loop simulation, command")
+    # Continuous joints (wheels) and velocity-commanded joints are shown by velocity.
+    by_velocity = set(velocity_joints(log, open_loop)) | set(open_loop.continuous_joints if open_loop else ())
+    fig, axes = _per_joint_figure(names, "joints: log, open-loop simulation, command (position; velocity for wheels)")
     for ax, name in zip(axes, names):
         col = js.names.index(name)
-        ax.plot(js.t, js.position[:, col], label="logged", lw=1.4)
+        velocity = name in by_velocity
+        ax.plot(js.t, (js.velocity if velocity else js.position)[:, col], label="logged", lw=1.4)
         if open_loop is not None:
             j = open_loop.joint_names.index(name)
-            ax.plot(open_loop.t, open_loop.sim_pos[:, j], "--", label=f"sim ({open_loop.physics})", lw=1.2)
-        if cmd_names and name in cmd_names:
+            ax.plot(open_loop.t, (open_loop.sim_vel if velocity else open_loop.sim_pos)[:, j], "--",
+                    label=f"sim ({open_loop.physics})", lw=1.2)
+        if cmd_names and name in cmd_names and velocity == (name in velocity_joints(log, open_loop)):
             ax.step(log.joint_commands.t, log.joint_commands.values[:, cmd_names.index(name)], where="post",
                     label="command", lw=0.8, alpha=0.7)
-        ax.set_title(name, fontsize=9)
-        ax.set_ylabel("rad or m", fontsize=8)
+        ax.set_title(f"{name} (velocity)" if velocity else name, fontsize=9)
+        ax.set_ylabel("rad/s or m/s" if velocity else "rad or m", fontsize=8)
     for ax in list(axes)[-min(3, len(names)):]:
         ax.set_xlabel("time [s]")
     list(axes)[0].legend(fontsize=7)
@@ -170,7 +199,8 @@ def plot_sim_vs_log(path: Path, open_loop: OpenLoopResult) -> Path:
     plt = _plt()
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
     for j, name in enumerate(open_loop.joint_names):
-        top.plot(open_loop.t, open_loop.error[:, j], lw=1, label=name)
+        if name not in open_loop.continuous_joints:  # wheels: compared by velocity (summary)
+            top.plot(open_loop.t, open_loop.error[:, j], lw=1, label=name)
     top.set_ylabel("sim − log [rad or m]")
     top.set_title(f"open-loop replay ({open_loop.physics} physics): per-joint error")
     top.legend(fontsize=7, ncol=3)
@@ -181,12 +211,39 @@ def plot_sim_vs_log(path: Path, open_loop: OpenLoopResult) -> Path:
     return _save(fig, path)
 
 
-def plot_tracking(path: Path, log: BagLog) -> Path | None:
-    tracking = tracking_error(log)
+def plot_base_drift(path: Path, open_loop: OpenLoopResult) -> Path:
+    """Logged (odometry) and simulated base path in the plane, and the horizontal and heading drift over time."""
+    plt = _plt()
+    fig, (path_ax, drift_ax) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for a, b in open_loop.segments:
+        logged, sim = open_loop.logged_base_pos[a:b], open_loop.sim_base_pos[a:b]
+        first = a == open_loop.segments[0][0]
+        path_ax.plot(logged[:, 0], logged[:, 1], color="C0", lw=1.4, label="odometry" if first else None)
+        path_ax.plot(sim[:, 0], sim[:, 1], "--", color="C1", lw=1.2, label=f"sim ({open_loop.physics})" if first else None)
+        path_ax.plot(logged[:1, 0], logged[:1, 1], "o", color="C0", ms=4)
+    path_ax.set_aspect("equal", adjustable="datalim")
+    path_ax.set_xlabel("x [m]")
+    path_ax.set_ylabel("y [m]")
+    path_ax.set_title(f"base path ({open_loop.base_distance:.2f} m logged)")
+    path_ax.legend(fontsize=7)
+    drift_ax.plot(open_loop.base_t, open_loop.base_drift, color="k", lw=1.2)
+    drift_ax.set_xlabel("time [s]")
+    drift_ax.set_ylabel("|sim − odom| in xy [m]")
+    yaw_ax = drift_ax.twinx()
+    yaw_ax.plot(open_loop.base_t, open_loop.yaw_drift, color="C3", lw=0.9, alpha=0.8)
+    yaw_ax.set_ylabel("yaw drift [rad]", color="C3")
+    drift_ax.set_title(f"drift: final {open_loop.final_base_drift:.3g} m, max {open_loop.max_base_drift:.3g} m, "
+                       f"{open_loop.base_drift_per_metre:.3g} m/m")
+    return _save(fig, path)
+
+
+def plot_tracking(path: Path, log: BagLog, open_loop: OpenLoopResult | None = None) -> Path | None:
+    velocity = velocity_joints(log, open_loop)
+    tracking = tracking_error(log, velocity)
     if tracking is None:
         return None
     names, t, err = tracking
-    fig, axes = _per_joint_figure(names, "tracking error: command − logged position")
+    fig, axes = _per_joint_figure(names, "tracking error: command − logged position (velocity for velocity servos)")
     for j, (ax, name) in enumerate(zip(axes, names)):
         ax.plot(t, err[:, j], lw=1)
         ax.axhline(0.0, color="grey", lw=0.5)
@@ -256,7 +313,8 @@ def write_report(out_dir: str | Path, log: BagLog, open_loop: OpenLoopResult | N
     plots = {
         "joints.png": plot_joints(out / "joints.png", log, open_loop),
         "sim_vs_log_error.png": plot_sim_vs_log(out / "sim_vs_log_error.png", open_loop) if open_loop else None,
-        "tracking_error.png": plot_tracking(out / "tracking_error.png", log),
+        "base_drift.png": plot_base_drift(out / "base_drift.png", open_loop) if open_loop and open_loop.has_base else None,
+        "tracking_error.png": plot_tracking(out / "tracking_error.png", log, open_loop),
         "action_diff.png": plot_action_diff(out / "action_diff.png", policy) if policy else None,
         "latency.png": plot_latency(out / "latency.png", log),
     }
@@ -300,6 +358,12 @@ def _html(summary: dict, plots: dict[str, Path | None], videos: list[Path]) -> s
         rows += [("open-loop RMSE (all joints) [rad or m]", ol["rmse"]), ("open-loop max |error|", ol["max_abs_error"]),
                  ("physics of the replay", ol["physics"]), ("initial state from", ol["initial_state"]),
                  ("replayed segments", ol["segments"])]
+        if "base" in ol:
+            b = ol["base"]
+            rows += [("base drift vs odometry, final / max [m]", f"{b['final_drift_m']:.4g} / {b['max_drift_m']:.4g}"),
+                     ("base distance travelled (log) [m]", b["distance_m"]),
+                     ("base drift per metre travelled", b["drift_per_metre"]),
+                     ("max heading drift [rad]", b["max_yaw_drift_rad"])]
     if "policy" in summary:
         rows += [("policy re-evaluation max |action diff|", summary["policy"]["max_abs_action_diff"]),
                  ("policy re-evaluation max |target diff|", summary["policy"]["max_abs_target_diff"])]
@@ -310,6 +374,8 @@ def _html(summary: dict, plots: dict[str, Path | None], videos: list[Path]) -> s
     per_joint = {}
     for name, value in summary.get("open_loop", {}).get("rmse_per_joint", {}).items():
         per_joint.setdefault(name, [None, None])[0] = value
+    for name, value in summary.get("open_loop", {}).get("velocity_rmse_per_joint", {}).items():
+        per_joint.setdefault(name, [None, None])[0] = f"{value:.4g} rad/s (velocity)"
     for name, value in summary.get("tracking_rmse_per_joint", {}).items():
         per_joint.setdefault(name, [None, None])[1] = value
     if per_joint:
