@@ -143,20 +143,12 @@ class SimRobot:
         terms = list(env.action_manager.terms.values())
         action_joints = [j for t in terms for j in t.joint_names]
         self.held_joints = list(cfg.deploy.held_joints)
-        both = sorted(set(action_joints) & set(self.held_joints))
-        if both:
-            raise ConfigError(f"deploy.held_joints {both} are driven by the policy's actions too")
-        try:
-            held_actuators = env.scene.actuator_for_joints(self.held_joints) if self.held_joints else torch.zeros(0, dtype=torch.long)
-        except (KeyError, ValueError) as err:
-            raise ConfigError(f"deploy.held_joints: {err.args[0]}") from None
+        held_actuators, self._held_default = _held_servos(env, self.held_joints, action_joints)
         self.command_joints = action_joints + self.held_joints
         self._actuators = torch.cat([*(t.actuator_ids for t in terms), held_actuators])
         held_low, held_high = _ctrl_range(model, held_actuators)
         self._ctrl_low = torch.cat([*(t.ctrl_low for t in terms), held_low])
         self._ctrl_high = torch.cat([*(t.ctrl_high for t in terms), held_high])
-        self._held_default = env.default_qpos[env.scene.qpos_adr(self.held_joints)].clone() if self.held_joints \
-            else torch.zeros(0)
         self.targets = torch.cat([*(t.offset for t in terms), self._held_default]).clone()
         """Actuator targets applied at every physics step (default pose, wheels at rest, until commands arrive)."""
         kinds = [_interface(model, int(a), name) for a, name in zip(self._actuators, self.command_joints)]
@@ -336,6 +328,20 @@ def mean_speed_error(extras: dict, command: str | None, env_id: int = 0) -> floa
 
 
 # Private helpers.
+
+
+def _held_servos(env: BatonEnv, held: list[str], action_joints: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Actuators of the held joints and their default positions (the targets the task's hold event sets)."""
+    both = sorted(set(action_joints) & set(held))
+    if both:
+        raise ConfigError(f"deploy.held_joints {both} are driven by the policy's actions too")
+    if not held:
+        return torch.zeros(0, dtype=torch.long), torch.zeros(0)
+    try:
+        actuators = env.scene.actuator_for_joints(held)
+    except (KeyError, ValueError) as err:
+        raise ConfigError(f"deploy.held_joints: {err.args[0]}") from None
+    return actuators, env.default_qpos[env.scene.qpos_adr(held)].clone()
 
 
 def _ctrl_range(model: mujoco.MjModel, actuators: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
