@@ -195,6 +195,21 @@ def test_a_fixed_command_field_holds_in_every_episode(robot):
     assert len(drawn) == 3, "the speeds are still drawn"
 
 
+def test_twist_carries_the_command_fields_it_has_and_defaults_fill_the_rest():
+    pytest.importorskip("rclpy", reason="needs rclpy: pip install batonlab[ros]")
+    from deploy_ros.messages import command_to_twist, twist_to_command
+
+    fields = ("lin_vel_x", "ang_vel_z", "height")
+    twist = command_to_twist(fields, [0.7, -0.3, 0.4])
+    assert (twist.linear.x, twist.linear.y, twist.linear.z) == (0.7, 0.0, 0.0)
+    assert (twist.angular.x, twist.angular.y, twist.angular.z) == (0.0, 0.0, -0.3)
+    assert twist_to_command(twist, fields, (0.0, 0.0, 0.463)) == [0.7, -0.3, 0.463]
+    assert twist_to_command(command_to_twist(("lin_vel_x", "lin_vel_y", "ang_vel_z"), [1, 2, 3]),
+                            ("ang_vel_z", "lin_vel_y", "lin_vel_x"), None) == [3.0, 2.0, 1.0]
+    with pytest.raises(ValueError, match="cannot carry the command field 'height'"):
+        twist_to_command(twist, fields, None)
+
+
 # Over DDS: sim_robot_node in a child process, an rclpy client here.
 
 
