@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Exports for deploy tests without training: the real arm_reach manifest with a small linear ONNX policy,
-written by the production export writer (`batonlab.export.writer.write_export`)."""
+"""Exports for deploy tests without training: the real arm_reach (or wl_velocity) manifest with a small linear
+ONNX policy, written by the production export writer (`batonlab.export.writer.write_export`)."""
 
 from __future__ import annotations
 
@@ -49,6 +49,26 @@ def _arm_reach_manifest() -> str:
 def arm_reach_manifest() -> dict:
     """The manifest JSON `batonlab export` writes for arm_reach (sha256 not filled in)."""
     return copy.deepcopy(json.loads(_arm_reach_manifest()))
+
+
+@functools.lru_cache(maxsize=1)
+def _wl_velocity_manifest() -> str:
+    from batonlab.env.env import BatonEnv
+    from batonlab.export.manifest import manifest_from_env
+    from batonlab.tasks import make_task_cfg
+
+    cfg = make_task_cfg("wl_velocity", play=True)
+    cfg.num_envs = 1
+    env = BatonEnv(cfg)
+    manifest = manifest_from_env(env, "wl_velocity").to_json()
+    env.close()
+    return json.dumps(manifest)
+
+
+def wl_velocity_manifest() -> dict:
+    """The manifest JSON `batonlab export` writes for wl_velocity (sha256 not filled in): legs by position,
+    wheels by velocity, the arm held stowed, the IMU's orientation and gyro, the crouch stop."""
+    return copy.deepcopy(json.loads(_wl_velocity_manifest()))
 
 
 def make_export(out_dir: Path, manifest: dict | Manifest | None = None, weight: np.ndarray | None = None,

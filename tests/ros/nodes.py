@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""ROS 2 over loopback for tests: a DDS domain per test, nodes in child processes, a fake robot in-process.
+"""ROS 2 over loopback for tests: a DDS domain per test, nodes in child processes, fake robots in-process
+(`FakeRobot`: the arm of arm_reach; `FakeWheelLeggedRobot`: the wheel-legged robot of wl_velocity).
 
 Every participant (child processes and the in-process fake robot) uses the Fast DDS profile
 `deploy_ros/config/fastdds_loopback.xml` (UDPv4 on 127.0.0.1 only) and its own ROS_DOMAIN_ID.
@@ -60,7 +61,108 @@ class NodeProcess:
         return code
 
 
-class FakeRobot:
+class PolicyNodePeer:
+    """What every fake robot shares: its own context on the test's domain, the e-stop, the ~/reset and
+    ~/start clients, policy_node's state reports and diagnostics, and a spinning thread.
+
+    Subclasses create their publishers and subscriptions between `_open` and `_spin_in_background`.
+    """
+
+    def _open(self, domain_id: int, reliability: str):
+        import rclpy
+        from diagnostic_msgs.msg import DiagnosticArray
+        from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+        from std_msgs.msg import Bool, String
+        from std_srvs.srv import Trigger
+
+        use_loopback_dds()
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context, domain_id=domain_id)
+        self.node = rclpy.create_node("fake_robot", context=self.context)
+        self.lock = threading.Lock()
+        self.states: list[dict] = []
+        self.diagnostics: list = []
+        self._Bool, self._Trigger = Bool, Trigger
+        policy = ReliabilityPolicy.RELIABLE if reliability == "reliable" else ReliabilityPolicy.BEST_EFFORT
+        self.qos = QoSProfile(depth=10, reliability=policy)
+        """QoS of every publisher of the robot."""
+        self.pub_estop = self.node.create_publisher(Bool, "estop", self.qos)
+        latched = QoSProfile(depth=20, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        self.node.create_subscription(String, "/policy_node/state", self._on_state, latched)
+        self.node.create_subscription(DiagnosticArray, "diagnostics", self._on_diagnostics, 10)
+        self.reset_client = self.node.create_client(Trigger, "/policy_node/reset")
+        self.start_client = self.node.create_client(Trigger, "/policy_node/start")
+
+    def _spin_in_background(self) -> None:
+        from rclpy.executors import SingleThreadedExecutor
+
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self._thread = threading.Thread(target=self._spin, daemon=True)
+        self._thread.start()
+
+    def estop(self, active: bool) -> None:
+        self.pub_estop.publish(self._Bool(data=active))
+
+    def reset(self, timeout: float = 10.0):
+        """Call /policy_node/reset; returns the Trigger response."""
+        return self._call(self.reset_client, timeout)
+
+    def start(self, timeout: float = 10.0):
+        """Call /policy_node/start; returns the Trigger response."""
+        return self._call(self.start_client, timeout)
+
+    def _call(self, client, timeout: float):
+        if not client.wait_for_service(timeout_sec=timeout):
+            raise TimeoutError(f"{client.srv_name} is not available")
+        future = client.call_async(self._Trigger.Request())
+        deadline = time.monotonic() + timeout
+        while not future.done() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return future.result()
+
+    def _on_state(self, msg, info) -> None:
+        with self.lock:
+            self.states.append({**json.loads(msg.data), "received": time.monotonic(), "sent": info["source_timestamp"] * 1e-9})
+
+    def _on_diagnostics(self, msg) -> None:
+        with self.lock:
+            self.diagnostics.append(msg)
+
+    def state_names(self) -> list[str]:
+        with self.lock:
+            return [s["state"] for s in self.states]
+
+    def wait_for_state(self, state: str, timeout: float, after: int = 0, reason: str | None = None, **fields) -> dict:
+        """The first state report `state` (whose reason contains `reason`, if given, and whose other
+        entries equal `fields`) at index >= after."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.lock:
+                for entry in self.states[after:]:
+                    if (entry["state"] == state and (reason is None or reason in entry["reason"])
+                            and all(entry.get(k) == v for k, v in fields.items())):
+                        return entry
+            time.sleep(0.02)
+        with self.lock:
+            seen = [(s["state"], s["reason"]) for s in self.states]
+        raise TimeoutError(f"policy_node never reported '{state}' ({reason or 'any reason'}, {fields}) in {timeout} s; "
+                           f"it reported {seen}")
+
+    def _spin(self) -> None:
+        try:
+            self.executor.spin()
+        except Exception:  # the context was shut down
+            pass
+
+    def close(self) -> None:
+        self.executor.shutdown(timeout_sec=1.0)
+        self.node.destroy_node()
+        self.context.try_shutdown()
+        self._thread.join(timeout=5.0)
+
+
+class FakeRobot(PolicyNodePeer):
     """The robot side of a policy_node test, spinning in a background thread of the test process.
 
     Publishes joint states (arm6 names, fingers included), sensors/ee_pos_b and commands/ee_target
@@ -75,19 +177,11 @@ class FakeRobot:
 
     def __init__(self, domain_id: int, joint_names, joint_pos, rate_hz: float = 100.0, joint_groups=None,
                  reliability: str = "reliable", velocities: bool = True):
-        import rclpy
-        from diagnostic_msgs.msg import DiagnosticArray
         from geometry_msgs.msg import PointStamped
-        from rclpy.executors import SingleThreadedExecutor
-        from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
         from sensor_msgs.msg import JointState
-        from std_msgs.msg import Bool, Float64MultiArray, String
-        from std_srvs.srv import Trigger
+        from std_msgs.msg import Float64MultiArray
 
-        use_loopback_dds()
-        self.context = rclpy.Context()
-        rclpy.init(context=self.context, domain_id=domain_id)
-        self.node = rclpy.create_node("fake_robot", context=self.context)
+        self._open(domain_id, reliability)
         self.joint_names = list(joint_names)
         self.joint_pos = np.asarray(joint_pos, dtype=float)
         self.joint_groups = [list(g) for g in joint_groups] if joint_groups else [self.joint_names]
@@ -100,31 +194,18 @@ class FakeRobot:
         self.publish_target = True
         self.heartbeat = False
         """Publish estop=false with every cycle (heartbeat e-stop mode)."""
-        self.lock = threading.Lock()
         self.commands: list[tuple[float, np.ndarray]] = []
-        self.states: list[dict] = []
-        self.diagnostics: list = []
         self.joint_state_times: list[float] = []
         """time.time() of every joint-state cycle sent (the system clock of DDS source stamps)."""
         self.joint_states_sent = 0
-        self._JointState, self._PointStamped, self._Bool, self._Trigger = JointState, PointStamped, Bool, Trigger
-        policy = ReliabilityPolicy.RELIABLE if reliability == "reliable" else ReliabilityPolicy.BEST_EFFORT
-        qos = QoSProfile(depth=10, reliability=policy)
+        self._JointState, self._PointStamped = JointState, PointStamped
+        qos = self.qos
         self.pub_joints = self.node.create_publisher(JointState, "joint_states", qos)
         self.pub_ee = self.node.create_publisher(PointStamped, "sensors/ee_pos_b", qos)
         self.pub_target = self.node.create_publisher(PointStamped, "commands/ee_target", qos)
-        self.pub_estop = self.node.create_publisher(Bool, "estop", qos)
         self.node.create_subscription(Float64MultiArray, "joint_commands", self._on_command, 10)
-        latched = QoSProfile(depth=20, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
-        self.node.create_subscription(String, "/policy_node/state", self._on_state, latched)
-        self.node.create_subscription(DiagnosticArray, "diagnostics", self._on_diagnostics, 10)
-        self.reset_client = self.node.create_client(Trigger, "/policy_node/reset")
-        self.start_client = self.node.create_client(Trigger, "/policy_node/start")
         self.node.create_timer(1.0 / rate_hz, self._publish)
-        self.executor = SingleThreadedExecutor(context=self.context)
-        self.executor.add_node(self.node)
-        self._thread = threading.Thread(target=self._spin, daemon=True)
-        self._thread.start()
+        self._spin_in_background()
 
     # Inputs to the policy node.
 
@@ -154,72 +235,130 @@ class FakeRobot:
         if self.heartbeat:
             self.pub_estop.publish(self._Bool(data=False))
 
-    def estop(self, active: bool) -> None:
-        self.pub_estop.publish(self._Bool(data=active))
-
-    def reset(self, timeout: float = 10.0):
-        """Call /policy_node/reset; returns the Trigger response."""
-        return self._call(self.reset_client, timeout)
-
-    def start(self, timeout: float = 10.0):
-        """Call /policy_node/start; returns the Trigger response."""
-        return self._call(self.start_client, timeout)
-
-    def _call(self, client, timeout: float):
-        if not client.wait_for_service(timeout_sec=timeout):
-            raise TimeoutError(f"{client.srv_name} is not available")
-        future = client.call_async(self._Trigger.Request())
-        deadline = time.monotonic() + timeout
-        while not future.done() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        return future.result()
-
     # What the policy node sent.
 
     def _on_command(self, msg) -> None:
         with self.lock:
             self.commands.append((time.monotonic(), np.array(msg.data)))
 
-    def _on_state(self, msg, info) -> None:
-        with self.lock:
-            self.states.append({**json.loads(msg.data), "received": time.monotonic(), "sent": info["source_timestamp"] * 1e-9})
-
-    def _on_diagnostics(self, msg) -> None:
-        with self.lock:
-            self.diagnostics.append(msg)
-
-    def state_names(self) -> list[str]:
-        with self.lock:
-            return [s["state"] for s in self.states]
-
-    def wait_for_state(self, state: str, timeout: float, after: int = 0, reason: str | None = None) -> dict:
-        """The first state report `state` (whose reason contains `reason`, if given) at index >= after."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with self.lock:
-                for entry in self.states[after:]:
-                    if entry["state"] == state and (reason is None or reason in entry["reason"]):
-                        return entry
-            time.sleep(0.02)
-        with self.lock:
-            seen = [(s["state"], s["reason"]) for s in self.states]
-        raise TimeoutError(f"policy_node never reported '{state}' ({reason or 'any reason'}) in {timeout} s; it reported {seen}")
-
     def command_array(self) -> np.ndarray:
         with self.lock:
             return np.array([c for _, c in self.commands])
 
-    def _spin(self) -> None:
-        try:
-            self.executor.spin()
-        except Exception:  # the context was shut down
-            pass
 
-    def close(self) -> None:
-        self.executor.shutdown(timeout_sec=1.0)
-        self.node.destroy_node()
-        self.context.try_shutdown()
-        self._thread.join(timeout=5.0)
+class FakeWheelLeggedRobot(PolicyNodePeer):
+    """The wheel-legged robot (legs by position, wheels by velocity, a stowed arm) as a driver would
+    present it to policy_node, spinning in a background thread of the test process.
+
+    Publishes at `rate_hz` joint_states (every joint, velocities included), imu (sensor_msgs/Imu,
+    REP-145: level and still unless changed), odom (nav_msgs/Odometry) and, while `twist` is set,
+    cmd_vel. Takes the commands of each interface on its own topic (std_msgs/Float64MultiArray in the
+    order given for it), records every one with its arrival time (time.monotonic()) and, like ideal
+    servos, moves its position joints to their targets and turns its wheels at their commanded speed.
+
+    Args:
+        interfaces: Interface → (topic, joint order) of the commands it takes.
+        joint_pos: Initial position of each joint by name (every joint the robot has).
+        reliability: "reliable" or "best_effort" for every publisher.
+        imu_has_orientation: False: an IMU without orientation (REP-145: orientation_covariance[0] = -1).
+    """
+
+    def __init__(self, domain_id: int, interfaces: dict[str, tuple[str, list[str]]], joint_pos: dict[str, float],
+                 rate_hz: float = 100.0, reliability: str = "reliable", imu_has_orientation: bool = True):
+        from geometry_msgs.msg import Twist
+        from nav_msgs.msg import Odometry
+        from sensor_msgs.msg import Imu, JointState
+        from std_msgs.msg import Float64MultiArray
+
+        self._open(domain_id, reliability)
+        self._JointState, self._Imu, self._Odometry, self._Twist = JointState, Imu, Odometry, Twist
+        self.dt = 1.0 / rate_hz
+        self.interfaces = {kind: (topic, list(order)) for kind, (topic, order) in interfaces.items()}
+        self.joint_names = list(joint_pos)
+        self.position = dict(joint_pos)
+        self.velocity = dict.fromkeys(self.joint_names, 0.0)
+        self.publish_joints = True
+        self.publish_imu = True
+        self.imu_has_orientation = imu_has_orientation
+        self.imu_orientation = [1.0, 0.0, 0.0, 0.0]
+        """(w, x, y, z) of the IMU frame in a z-up frame."""
+        self.imu_gyro = [0.0, 0.0, 0.0]
+        self.twist: tuple[float, float] | None = None
+        """(linear.x [m/s], angular.z [rad/s]) published on cmd_vel every cycle; None: nothing."""
+        self.commands: dict[str, list[tuple[float, np.ndarray]]] = {kind: [] for kind in self.interfaces}
+        self.imu_times: list[float] = []
+        """time.time() of every imu message sent."""
+        self.joint_state_times: list[float] = []
+        self.pub_joints = self.node.create_publisher(JointState, "joint_states", self.qos)
+        self.pub_imu = self.node.create_publisher(Imu, "imu", self.qos)
+        self.pub_odom = self.node.create_publisher(Odometry, "odom", self.qos)
+        self.pub_cmd_vel = self.node.create_publisher(Twist, "cmd_vel", self.qos)
+        for kind, (topic, _) in self.interfaces.items():
+            self.node.create_subscription(Float64MultiArray, topic, lambda msg, kind=kind: self._on_command(kind, msg), 10)
+        self.node.create_timer(self.dt, self._publish)
+        self._spin_in_background()
+
+    def _publish(self) -> None:
+        stamp = self.node.get_clock().now().to_msg()
+        with self.lock:
+            for name, speed in self.velocity.items():
+                self.position[name] += speed * self.dt  # wheels turn; position servos have no speed here
+            position, velocity = dict(self.position), dict(self.velocity)
+        if self.publish_joints:
+            msg = self._JointState()
+            msg.header.stamp = stamp
+            msg.name = self.joint_names
+            msg.position = [position[n] for n in self.joint_names]
+            msg.velocity = [velocity[n] for n in self.joint_names]
+            self.pub_joints.publish(msg)
+            with self.lock:
+                self.joint_state_times.append(time.time())
+        if self.publish_imu:
+            imu = self._Imu()
+            imu.header.stamp, imu.header.frame_id = stamp, "imu"
+            o = imu.orientation
+            o.w, o.x, o.y, o.z = (float(v) for v in self.imu_orientation)
+            if not self.imu_has_orientation:
+                imu.orientation_covariance[0] = -1.0
+            w = imu.angular_velocity
+            w.x, w.y, w.z = (float(v) for v in self.imu_gyro)
+            imu.linear_acceleration.z = 9.81
+            self.pub_imu.publish(imu)
+            with self.lock:
+                self.imu_times.append(time.time())
+        odom = self._Odometry()
+        odom.header.stamp, odom.header.frame_id, odom.child_frame_id = stamp, "odom", "base"
+        odom.pose.pose.position.z = 0.45
+        odom.pose.pose.orientation.w = 1.0
+        odom.twist.twist.linear.x = 0.25
+        odom.twist.twist.angular.z = 0.1
+        self.pub_odom.publish(odom)
+        if self.twist is not None:
+            twist = self._Twist()
+            twist.linear.x, twist.angular.z = (float(v) for v in self.twist)
+            self.pub_cmd_vel.publish(twist)
+
+    def _on_command(self, kind: str, msg) -> None:
+        values = np.array(msg.data)
+        with self.lock:
+            self.commands[kind].append((time.monotonic(), values))
+            order = self.interfaces[kind][1]
+            if len(values) != len(order) or not np.isfinite(values).all():
+                return  # a driver drops such a frame (the test looks at what arrived)
+            for name, value in zip(order, values.tolist()):
+                if kind == "velocity":
+                    self.velocity[name] = value
+                else:
+                    self.position[name] = value
+
+    def command_array(self, kind: str, since: float = -np.inf) -> np.ndarray:
+        """(N, width) commands of `kind` that arrived after time.monotonic() `since`."""
+        with self.lock:
+            return np.array([c for t, c in self.commands[kind] if t > since])
+
+    def command_times(self, kind: str) -> np.ndarray:
+        with self.lock:
+            return np.array([t for t, _ in self.commands[kind]])
 
 
 class CpuLoad:
