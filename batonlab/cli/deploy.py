@@ -186,8 +186,12 @@ def run(args: list[str]) -> int:
     summary = run_sim_to_sim(export_dir, ns.task or manifest.task, ns.seed, ns.episodes, ns.domain_id, ns.results,
                              policy_params=record, loopback=not ns.no_loopback)
     if summary:
-        print(f"[batonlab] sim-to-sim over ROS 2: success rate {summary['success_rate']:.3f} over "
-              f"{summary['num_episodes']} episodes (seeds {ns.seed}..{ns.seed + summary['num_episodes'] - 1})")
+        episodes = summary.get("episodes", [])
+        survival = sum(not e["terminated"] for e in episodes) / max(len(episodes), 1)
+        speed = summary.get("mean_speed_error")
+        print(f"[batonlab] sim-to-sim over ROS 2: success rate {summary['success_rate']:.3f}, survival {survival:.3f}"
+              + (f", mean |v - v_cmd| {speed:.3f} m/s" if speed is not None else "")
+              + f" over {summary['num_episodes']} episodes (seeds {ns.seed}..{ns.seed + summary['num_episodes'] - 1})")
     return 0
 
 

@@ -226,8 +226,13 @@ class OpenLoopResult:
 
     @property
     def final_base_drift(self) -> float:
-        """Horizontal drift at the last compared sample [m]."""
-        return float(self.base_drift[np.isfinite(self.base_drift)][-1]) if self.has_base else float("nan")
+        """Horizontal drift at the end of the longest replayed segment [m] (the log's last segment may be
+        a single sample after a final reset, which says nothing)."""
+        if not self.has_base:
+            return float("nan")
+        a, b = max(self.segments, key=lambda seg: seg[1] - seg[0]) if self.segments else (0, len(self.base_drift))
+        drift = self.base_drift[a:b][np.isfinite(self.base_drift[a:b])]
+        return float(drift[-1]) if drift.size else float("nan")
 
     @property
     def max_base_drift(self) -> float:

@@ -1,0 +1,118 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Sim-to-sim over ROS 2 against `play`, seed for seed: the table of issue 11.
+
+    python bench/sim_to_sim.py RUN_DIR [--seed 1000] [--episodes 16] [--domain-id 61]
+
+1. `play`: the run's newest checkpoint (the torch policy `batonlab play` runs) in the task's play
+   configuration, one episode per seed from the initial state of that seed (`seed_episode`).
+2. ROS 2: the run's export in `policy_node`, `sim_robot_node` as the robot, over Fast DDS on
+   127.0.0.1 (`batonlab deploy --sim`'s `run_sim_to_sim`), episode i from seed `--seed` + i.
+
+Both sides draw the same commands from the same seeds. A velocity command reaches `policy_node` as a
+`cmd_vel` Twist, which carries no height: both sides then hold the height at the command's default
+(the nominal height), so they see the same commands. Printed per side: survival (episodes that
+reached the time limit), success (the task's own success term), and for velocity tasks the mean
+|v − v_cmd| over the episodes [m/s]; then the per-episode lengths and speed errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+from batonlab.cli.common import build_invocation, find_checkpoint  # noqa: E402
+from batonlab.cli.deploy import resolve_export, run_sim_to_sim  # noqa: E402
+from batonlab.deploy import load_manifest  # noqa: E402
+from batonlab.env.env import BatonEnv  # noqa: E402
+from batonlab.rl.runner import BatonRunner  # noqa: E402
+from batonlab.rl.vecenv import RslRlVecEnv  # noqa: E402
+from ros.training import Episodes, play_on_seeds  # noqa: E402
+
+
+def load_policy(run_dir: Path, task: str):
+    """The torch inference policy of the run's newest checkpoint, as `batonlab play` loads it."""
+    inv = build_invocation([f"task={task}", f"run_dir={run_dir}"], play=True)
+    inv.task.num_envs = 1
+    env = BatonEnv(inv.task)
+    runner = BatonRunner(RslRlVecEnv(env), inv.agent, log_dir=None, device="cpu")
+    checkpoint = find_checkpoint(inv.top, run_dir)
+    runner.load(checkpoint, load_optimizer=False)
+    env.close()
+    return runner.inference_policy(), checkpoint
+
+
+def fixed_fields(manifest) -> dict[str, dict[str, float]]:
+    """Command fields a Twist cannot carry, held at their default (what `sim_robot_node` does with cmd_vel)."""
+    from deploy_ros.messages import TWIST_FIELDS
+
+    out = {}
+    for name, command in manifest.commands.items():
+        if "lin_vel_x" in command.fields and command.default is not None:
+            out[name] = {f: v for f, v in zip(command.fields, command.default) if f not in TWIST_FIELDS}
+    return out
+
+
+def summarize(label: str, episodes: Episodes) -> str:
+    survival = 1.0 - episodes.terminated.mean()
+    text = f"{label:<10} survival {survival:6.3f}   success {episodes.successes.mean():6.3f}"
+    if episodes.speed_errors is not None:
+        text += f"   mean |v - v_cmd| {np.mean(episodes.speed_errors):6.3f} m/s"
+    return text
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("run_dir", type=Path, help="training run folder (logs/<task>/<time>)")
+    parser.add_argument("--task", default=None)
+    parser.add_argument("--seed", type=int, default=1000)
+    parser.add_argument("--episodes", type=int, default=16)
+    parser.add_argument("--domain-id", type=int, default=61)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+
+    export_dir = resolve_export(args.run_dir.resolve(), args.task)
+    manifest = load_manifest(export_dir)
+    task = args.task or manifest.task
+    seeds = range(args.seed, args.seed + args.episodes)
+    fixed = fixed_fields(manifest)
+    policy, checkpoint = load_policy(args.run_dir.resolve(), task)
+    print(f"{task}: {checkpoint}; seeds {seeds.start}..{seeds.stop - 1}; fixed command fields {fixed}", flush=True)
+
+    start = time.perf_counter()
+    play = play_on_seeds(task, policy, seeds, fixed)
+    print(f"play: {time.perf_counter() - start:.0f} s", flush=True)
+
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as logs:
+        summary = run_sim_to_sim(export_dir, task, args.seed, args.episodes, args.domain_id, log_dir=Path(logs),
+                                 timeout_s=120.0 + 3.0 * args.episodes * 30.0)
+    episodes = summary["episodes"]
+    errors = [e.get("mean_speed_error") for e in episodes]
+    ros = Episodes(np.array([e["success"] for e in episodes]), np.array([e["length"] for e in episodes]),
+                   np.array([e["terminated"] for e in episodes]),
+                   np.array(errors, dtype=float) if errors and errors[0] is not None else None)
+    print(f"ROS 2 sim-to-sim: {time.perf_counter() - start:.0f} s", flush=True)
+
+    print(summarize("play", play))
+    print(summarize("ROS 2", ros))
+    print(f"lengths play  {play.lengths.tolist()}")
+    print(f"lengths ROS 2 {ros.lengths.tolist()}")
+    if play.speed_errors is not None and ros.speed_errors is not None:
+        print(f"|v - v_cmd| play  {np.round(play.speed_errors, 3).tolist()}")
+        print(f"|v - v_cmd| ROS 2 {np.round(ros.speed_errors, 3).tolist()}")
+        print(f"difference of the means: {abs(np.mean(ros.speed_errors) - np.mean(play.speed_errors)):.3f} m/s")
+    print(f"survival difference: {abs(play.terminated.mean() - ros.terminated.mean()) * 100:.1f} points")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
