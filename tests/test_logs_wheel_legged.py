@@ -32,7 +32,8 @@ from batonlab.deploy.manifest import Manifest, sha256_file
 from batonlab.deploy.recording import BagRecorder
 from batonlab.export.manifest import manifest_from_env
 from batonlab.logs.bag_reader import open_bag
-from batonlab.logs.replay import _is_jump, make_replay_env, reevaluate_policy, replay_open_loop
+from batonlab.logs.open_loop import _is_jump
+from batonlab.logs.replay import make_replay_env, reevaluate_policy, replay_open_loop
 from batonlab.logs.sim_recorder import world_params
 from batonlab.robots import wheel_legged as wl
 from tests.ros.exports import make_export

@@ -27,7 +27,8 @@ from pathlib import Path
 import numpy as np
 
 from batonlab.logs.bag_reader import BagError, BagLog
-from batonlab.logs.replay import OpenLoopResult, PolicyEvalResult
+from batonlab.logs.open_loop_result import OpenLoopResult
+from batonlab.logs.reevaluate import PolicyEvalResult
 
 
 def velocity_joints(log: BagLog, open_loop: OpenLoopResult | None = None) -> list[str]:
