@@ -1,0 +1,171 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""`policy_node`'s parameters, and the configuration they turn into (`SafetyCfg`, the cmd_vel command).
+
+Why a module: every setting a robot integrator can change lives in one table here, next to the
+checks that refuse a bad setting before anything is commanded (`RefusedToStart`, exit code 2), so a
+reader can see what the node accepts without reading the control step. Parameters the node declares
+per manifest entry are declared where they are used: `stop_pose.<joint>` here, `command_topics.<I>`
+and `command_joint_orders.<I>` in `deploy_ros.command_outputs`, `sensor_topics.<name>` and
+`task_command_topics.<name>` in `deploy_ros.node_inputs`.
+
+cmd_vel. Its Twist maps onto a manifest command by field name (lin_vel_x ← linear.x, lin_vel_y ←
+linear.y, ang_vel_z ← angular.z, …, `deploy_ros.messages.twist_to_command`); fields a Twist cannot
+carry (a base height) keep the command's default, and so does the whole command `cmd_vel_timeout_s`
+after the last Twist. `cmd_vel_command` "auto" picks the one command with a lin_vel_x field.
+
+Only batonlab.deploy, rclpy and message packages are imported: no torch, no mujoco.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from rcl_interfaces.msg import ParameterDescriptor
+
+from batonlab.deploy import ManifestError, PlausibilityCfg, SafetyCfg, load_manifest
+from deploy_ros.messages import TWIST_FIELDS, twist_to_command, twist_to_vector
+
+PARAMETERS = {
+    "manifest": "",  # manifest.json or the export folder holding it and policy.onnx
+    "verify_hash": True,  # check policy.onnx against the manifest's sha256
+    "control_rate_hz": 0.0,  # 0: the manifest's control rate
+    "joint_states_topic": "joint_states",
+    "imu_topic": "imu",
+    "cmd_vel_topic": "cmd_vel",
+    "estop_topic": "estop",
+    "odom_topic": "odom",  # nav_msgs/Odometry, recorded with record:=true (not a policy input)
+    "command_topic": "joint_commands",  # one interface: its topic (e.g. /forward_position_controller/commands);
+    # several: the prefix of the defaults of command_topics.<interface> (declared per interface)
+    "trajectory_topic": "joint_trajectory",  # e.g. /joint_trajectory_controller/joint_trajectory
+    "output": "forward",  # forward (Float64MultiArray) | trajectory (JointTrajectory, position joints only) | both
+    "command_joint_order": [""],  # one interface: joint order of the forward controller; empty: the command vector's
+    # (several interfaces: command_joint_orders.<interface>, declared per interface)
+    "ignored_joints": [""],  # robot joints the policy does not use (gripper, head …)
+    "cmd_vel_command": "auto",  # manifest command fed by cmd_vel; auto: the one with a lin_vel_x field; "": none
+    "cmd_vel_timeout_s": 0.5,  # cmd_vel falls back to the command's default after this
+    "ramp_time_s": 2.0,
+    "stale_timeout_s": 0.0,  # 0: two control periods, at least 25 ms
+    "max_joint_velocity": 3.0,  # rate limit of position targets [rad/s]
+    "max_velocity_command": 0.0,  # velocity targets within ± this [rad/s]; 0: the manifest's control range alone
+    "max_acceleration": 400.0,  # velocity targets change at most this fast while running [rad/s²]
+    "stop_deceleration": 20.0,  # stopped: velocity targets ramp to zero at this rate [rad/s²]
+    "position_margin": 0.0,
+    "torque_limit_scale": 1.0,
+    "stop_behavior": "",  # hold_then_damp | hold | damp | crouch; "": the robot's (the manifest's stop)
+    "stop_time_s": 0.0,  # crouch: time to reach the stop pose [s]; 0: the manifest's
+    # stop_pose.<joint>: crouch target of a position joint [rad or m], over the manifest's stop pose (declared per joint)
+    "stop_hold_time_s": 3.0,
+    "stop_hold_torque_scale": 0.5,
+    "estop_mode": "latch",  # latch (true stops) | heartbeat (stop unless false arrives every estop_heartbeat_timeout_s)
+    "estop_heartbeat_timeout_s": 0.2,
+    "sensor_range_tolerance": 0.1,  # joint readings this far outside their limits are sensor faults [rad or m]
+    "sensor_max_joint_speed": 50.0,  # faster readings (or jumps implying more) are sensor faults [rad/s or m/s]
+    "sensor_jump_tolerance": 0.05,
+    "velocity_from_positions": False,  # estimate joint velocities by finite differences if the robot sends none
+    "input_rate_samples": 8,  # input gaps measured before a start (0: no input-rate check)
+    "auto_start": True,
+    "diagnostics_rate_hz": 2.0,
+    "graph_check_rate_hz": 1.0,  # how often publishers on the input topics are checked
+    "realtime_priority": 0,  # 1-99: run the node's threads under SCHED_FIFO at this priority (0: normal scheduling)
+    "record": False,  # write a rosbag2 (MCAP) bag of inputs, policy steps and commands
+    "record_dir": "bags",  # bags go to <record_dir>/<task>_<date-time>
+    "record_robot": "",  # robot name stored in the bag's metadata
+    "record_seed": -1,  # seed stored in the bag's metadata (sim-to-sim episodes); -1: none
+}
+"""Parameters and their defaults (config/policy_node.yaml documents them for a robot)."""
+
+
+class RefusedToStart(RuntimeError):
+    """The node cannot run this policy on this robot (bad manifest, joint mismatch, bad output configuration)."""
+
+
+def declare_parameters(node) -> dict:
+    """Every parameter of `PARAMETERS` declared on `node`, by name; empty strings dropped from the joint lists."""
+    p = {name: node.declare_parameter(name, default).value for name, default in PARAMETERS.items()}
+    for key in ("command_joint_order", "ignored_joints"):
+        p[key] = [s for s in p[key] if s]
+    return p
+
+
+def load_policy_manifest(p: dict):
+    """The manifest named by the `manifest` parameter (its policy.onnx checked unless `verify_hash` is off).
+
+    Raises:
+        RefusedToStart: no manifest, an invalid one, or a policy.onnx that does not match it.
+    """
+    try:
+        return load_manifest(p["manifest"], verify_hash=p["verify_hash"])
+    except ManifestError as err:
+        raise RefusedToStart(str(err)) from None
+
+
+def safety_cfg(node, p: dict, manifest) -> SafetyCfg:
+    """The runtime's safety settings from the parameters (declares `stop_pose.<joint>` on `node`).
+
+    Raises:
+        RefusedToStart: an unknown `estop_mode`, a `stop_pose` of a joint the node does not command,
+            or settings `SafetyCfg` rejects.
+    """
+    if p["estop_mode"] not in ("latch", "heartbeat"):
+        raise RefusedToStart(f"estop_mode must be 'latch' or 'heartbeat', got '{p['estop_mode']}'")
+    try:
+        return SafetyCfg(
+            ramp_time_s=p["ramp_time_s"], stale_timeout_s=p["stale_timeout_s"] or None,
+            max_joint_velocity=p["max_joint_velocity"], max_velocity_command=p["max_velocity_command"] or None,
+            max_acceleration=p["max_acceleration"], stop_deceleration=p["stop_deceleration"],
+            position_margin=p["position_margin"], torque_limit_scale=p["torque_limit_scale"],
+            stop_behavior=p["stop_behavior"] or None, stop_pose=stop_pose(node, manifest),
+            stop_time_s=p["stop_time_s"] or None,
+            stop_hold_time_s=p["stop_hold_time_s"], stop_hold_torque_scale=p["stop_hold_torque_scale"],
+            auto_start=p["auto_start"],
+            estop_heartbeat_timeout_s=p["estop_heartbeat_timeout_s"] if p["estop_mode"] == "heartbeat" else None,
+            plausibility=PlausibilityCfg(p["sensor_range_tolerance"], p["sensor_max_joint_speed"], p["sensor_jump_tolerance"]),
+            velocity_from_positions=p["velocity_from_positions"], input_rate_samples=p["input_rate_samples"],
+        )
+    except ValueError as err:
+        raise RefusedToStart(str(err)) from None
+
+
+def stop_pose(node, manifest) -> dict[str, float] | None:
+    """The crouch pose: the manifest's, with the joints set by `stop_pose.<joint>` parameters; None: the manifest's."""
+    joints = (*manifest.joint_names, *manifest.held_joints.names)
+    overrides = {}
+    for name in joints:
+        value = node.declare_parameter(f"stop_pose.{name}", float("nan"), ParameterDescriptor(dynamic_typing=True)).value
+        if value is not None and np.isfinite(float(value)):
+            overrides[name] = float(value)
+    # A misspelt joint would be ignored silently by ROS (undeclared parameter): a safety setting must not be.
+    unknown = sorted(k[len("stop_pose."):] for k in node._parameter_overrides
+                     if k.startswith("stop_pose.") and k[len("stop_pose."):] not in joints)
+    if unknown:
+        raise RefusedToStart(f"stop_pose names joints {unknown} that the node does not command {list(joints)}")
+    return {**manifest.stop.pose, **overrides} if overrides else None
+
+
+def cmd_vel_command(manifest, name: str):
+    """(command fed by cmd_vel or "", Twist → values, the command's fallback value) for the `cmd_vel_command` parameter.
+
+    Raises:
+        RefusedToStart: the command is unknown, or a Twist cannot feed it.
+    """
+    commands = manifest.commands
+    if name == "auto":
+        candidates = [n for n, c in commands.items() if "lin_vel_x" in c.fields]
+        name = candidates[0] if len(candidates) == 1 else ""
+    if not name:
+        return "", None, None
+    if name not in commands:
+        raise RefusedToStart(f"cmd_vel_command '{name}' is not a command of the manifest {list(commands)}")
+    spec = commands[name]
+    if not spec.fields:
+        # Older manifests name no fields: map by width, and stand still (zeros) without a Twist.
+        if spec.dim not in (2, 3, 6):
+            raise RefusedToStart(f"cmd_vel cannot feed the command '{name}' of width {spec.dim} (2, 3 or 6)")
+        return name, lambda msg: twist_to_vector(msg, spec.dim), list(spec.default or [0.0] * spec.dim)
+    if not any(f in TWIST_FIELDS for f in spec.fields):
+        raise RefusedToStart(f"cmd_vel_command '{name}' has no field a Twist carries: {list(spec.fields)} "
+                             f"(a Twist carries {list(TWIST_FIELDS)})")
+    lacking = [f for f in spec.fields if f not in TWIST_FIELDS]
+    if lacking and spec.default is None:
+        raise RefusedToStart(f"cmd_vel_command '{name}': a Twist cannot carry {lacking} and the command has no default")
+    default = list(spec.default) if spec.default is not None else [0.0] * spec.dim
+    return name, lambda msg: twist_to_command(msg, spec.fields, default), default
