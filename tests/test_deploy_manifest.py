@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import subprocess
 import sys
@@ -236,6 +237,18 @@ def test_deploy_imports_neither_torch_nor_mujoco(tmp_path):
         "print(sorted(m for m in ('torch', 'mujoco', 'tensordict', 'rsl_rl') if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_robot_node_imports_neither_torch_nor_mujoco():
+    """policy_node and every module it pulls in (inputs, outputs, recording) run on a robot computer without
+    the training stack; rclpy is the only addition to `batonlab.deploy`'s needs."""
+    pytest.importorskip("rclpy", reason="needs rclpy: pip install batonlab[ros]")
+    deploy_ros = Path(__file__).resolve().parents[1] / "deploy_ros"
+    code = ("import sys\nimport deploy_ros.policy_node\n"
+            "print(sorted(m for m in ('torch', 'mujoco', 'tensordict', 'rsl_rl') if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(deploy_ros)})
     assert out.stdout.strip() == "[]"
 
 
