@@ -30,7 +30,7 @@ pytest.importorskip("rclpy", reason="policy_node needs rclpy: pip install batonl
 pytest.importorskip("cyclonedds", reason="the robot driver needs Cyclone DDS: pip install batonlab[test]")
 
 from ros.cyclone_robot import CycloneRobot  # noqa: E402
-from ros.nodes import NodeProcess, new_domain_id  # noqa: E402
+from ros.nodes import NodeProcess, new_domain_id, robot_and_node  # noqa: E402
 
 RATE_HZ = 20.0
 STALE_TIMEOUT_S = 0.5
@@ -57,16 +57,8 @@ def cyclone_wire(tmp_path, reliability: str = "reliable"):
               "ramp_time_s": 0.2, "command_topic": "joint_commands", "ignored_joints": FINGERS,
               "max_joint_velocity": 10.0}
     node = NodeProcess("policy_node", domain, tmp_path, params=params)
-    try:
-        robot.wait_for_state("run", timeout=90)
-        yield robot, node
-    except (TimeoutError, AssertionError):
-        print(node.output)
-        raise
-    finally:
-        code = node.stop()
-        robot.close()
-        assert code == 0 and "Traceback" not in node.output, f"policy_node did not shut down cleanly:\n{node.output}"
+    with robot_and_node(robot, node) as pair:
+        yield pair
 
 
 def wait_for_commands(robot: CycloneRobot, count: int, since: float, timeout: float = 10.0) -> np.ndarray:

@@ -26,7 +26,7 @@ from ros.exports import arm_reach_manifest, make_export
 
 pytest.importorskip("rclpy", reason="needs rclpy: pip install batonlab[ros]")
 
-from ros.nodes import CpuLoad, FakeRobot, NodeProcess, new_domain_id  # noqa: E402
+from ros.nodes import CpuLoad, FakeRobot, NodeProcess, new_domain_id, robot_and_node  # noqa: E402
 
 RATE_HZ = 20.0
 ARM = ["shoulder_yaw", "shoulder_pitch", "elbow_pitch", "forearm_roll", "wrist_pitch", "wrist_roll"]
@@ -48,17 +48,8 @@ def wire(tmp_path, robot_args: dict | None = None, wait_for: str | None = "run",
     domain = new_domain_id()
     robot = FakeRobot(domain, ARM + FINGERS, DEFAULT_POSE, **(robot_args or {}))
     node = NodeProcess("policy_node", domain, tmp_path, params=policy_params(export, **params))
-    try:
-        if wait_for:
-            robot.wait_for_state(wait_for, timeout=90)
-        yield robot, node
-    except (TimeoutError, AssertionError):
-        print(node.output)
-        raise
-    finally:
-        code = node.stop()
-        robot.close()
-        assert code == 0 and "Traceback" not in node.output, f"policy_node did not shut down cleanly:\n{node.output}"
+    with robot_and_node(robot, node, wait_for) as pair:
+        yield pair
 
 
 def assert_alive(node: NodeProcess) -> None:
@@ -324,6 +315,7 @@ def test_a_driver_too_slow_for_the_stale_timeout_is_refused_with_its_rate(tmp_pa
 
 def test_stop_holds_the_last_command_then_damps(tmp_path):
     with wire(tmp_path, stop_hold_time_s=1.0) as (robot, node):
+        time.sleep(0.2)  # the command of the step that ended the soft start may still be on its way
         seen = len(robot.states)
         last_command = robot.command_array()[-1]
         robot.estop(True)

@@ -26,7 +26,7 @@ from ros.exports import make_export, wl_velocity_manifest
 pytest.importorskip("rclpy", reason="needs rclpy: pip install batonlab[ros]")
 
 from batonlab.deploy.manifest import parse_manifest  # noqa: E402
-from ros.nodes import CpuLoad, FakeWheelLeggedRobot, NodeProcess, new_domain_id  # noqa: E402
+from ros.nodes import CpuLoad, FakeWheelLeggedRobot, NodeProcess, new_domain_id, robot_and_node  # noqa: E402
 
 MANIFEST = wl_velocity_manifest()
 TYPED = parse_manifest(MANIFEST)
@@ -75,17 +75,8 @@ def wire(tmp_path, reliability: str = "reliable", wait_for: str | None = "run", 
     robot = FakeWheelLeggedRobot(domain, interfaces or INTERFACES, DEFAULT, reliability=reliability, **(robot_args or {}))
     node = NodeProcess("policy_node", domain, tmp_path, params={
         "manifest": str(export), "ramp_time_s": 0.2, "ignored_joints": ["finger_right"], **params})
-    try:
-        if wait_for:
-            robot.wait_for_state(wait_for, timeout=90)
-        yield robot, node
-    except (TimeoutError, AssertionError):
-        print(node.output)
-        raise
-    finally:
-        code = node.stop()
-        robot.close()
-        assert code == 0 and "Traceback" not in node.output, f"policy_node did not shut down cleanly:\n{node.output}"
+    with robot_and_node(robot, node, wait_for) as pair:
+        yield pair
 
 
 def wait_for_commands(robot: FakeWheelLeggedRobot, kind: str, count: int, since: float, timeout: float = 10.0) -> np.ndarray:

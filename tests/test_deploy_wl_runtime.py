@@ -6,9 +6,6 @@ balancing through the runtime (safety filter included) in the training simulator
 
 from __future__ import annotations
 
-import functools
-import json
-
 import numpy as np
 import pytest
 import torch
@@ -16,28 +13,16 @@ import torch
 from batonlab.deploy import DeployRuntime, SafetyCfg, State, load_manifest, parse_manifest
 from batonlab.env.env import BatonEnv
 from batonlab.tasks import make_task_cfg
-from ros.exports import make_export
+from ros.exports import make_export, wl_velocity_manifest
 
 DT = 0.02
 """wl tasks' control period [s]."""
 
 
-@functools.lru_cache(maxsize=1)
-def _wl_velocity_manifest_json() -> str:
-    from batonlab.export.manifest import manifest_from_env
-
-    cfg = make_task_cfg("wl_velocity", play=True)
-    cfg.num_envs = 1
-    env = BatonEnv(cfg)
-    text = json.dumps(manifest_from_env(env, "wl_velocity").to_json())
-    env.close()
-    return text
-
-
 @pytest.fixture
 def wl_export(tmp_path):
     """wl_velocity's manifest with a linear policy whose wheel actions are a constant 1.5 (12 rad/s)."""
-    manifest = parse_manifest(json.loads(_wl_velocity_manifest_json()))
+    manifest = parse_manifest(wl_velocity_manifest())
     bias = np.zeros(manifest.action_dim)
     bias[[manifest.joint_names.index(w) for w in ("left_wheel", "right_wheel")]] = 1.5
     return load_manifest(make_export(tmp_path / "wl", manifest, bias=bias))

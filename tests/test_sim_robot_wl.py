@@ -18,7 +18,6 @@ import json
 import math
 import subprocess
 import sys
-import threading
 import time
 
 import numpy as np
@@ -29,6 +28,7 @@ from batonlab.cli.deploy import DEPLOY_ROS_DIR, node_command, ros_environment
 from batonlab.env import mdp_locomotion as loco
 from batonlab.robots import wheel_legged as wl
 from batonlab.tasks import make_task_cfg
+from ros.nodes import DdsPeer
 
 if str(DEPLOY_ROS_DIR) not in sys.path:
     sys.path.insert(0, str(DEPLOY_ROS_DIR))
@@ -213,29 +213,18 @@ def test_twist_carries_the_command_fields_it_has_and_defaults_fill_the_rest():
 # Over DDS: sim_robot_node in a child process, an rclpy client here.
 
 
-class Client:
+class Client(DdsPeer):
     """An rclpy node on the test's domain, spinning in a thread: records messages, publishes commands."""
 
     def __init__(self, domain_id: int, topics: dict[str, type]):
-        import rclpy
-        from rclpy.executors import SingleThreadedExecutor
         from rclpy.qos import QoSProfile, ReliabilityPolicy
 
-        from ros.nodes import use_loopback_dds
-
-        use_loopback_dds()
-        self.context = rclpy.Context()
-        rclpy.init(context=self.context, domain_id=domain_id)
-        self.node = rclpy.create_node("sim_robot_client", context=self.context)
-        self.lock = threading.Lock()
+        self._open_node(domain_id, "sim_robot_client")
         self.messages: dict[str, list] = {topic: [] for topic in topics}
         qos = QoSProfile(depth=200, reliability=ReliabilityPolicy.RELIABLE)
         for topic, msg_type in topics.items():
             self.node.create_subscription(msg_type, topic, lambda msg, topic=topic: self._record(topic, msg), qos)
-        self.executor = SingleThreadedExecutor(context=self.context)
-        self.executor.add_node(self.node)
-        self._thread = threading.Thread(target=self._spin, daemon=True)
-        self._thread.start()
+        self._spin_in_background()
 
     def _record(self, topic: str, msg) -> None:
         with self.lock:
@@ -244,18 +233,6 @@ class Client:
     def received(self, topic: str) -> list:
         with self.lock:
             return list(self.messages[topic])
-
-    def _spin(self) -> None:
-        try:
-            self.executor.spin()
-        except Exception:  # the context was shut down
-            pass
-
-    def close(self) -> None:
-        self.executor.shutdown(timeout_sec=1.0)
-        self.node.destroy_node()
-        self.context.try_shutdown()
-        self._thread.join(timeout=5.0)
 
 
 def stamp_s(msg) -> float:

@@ -329,23 +329,23 @@ class SafetyFilter:
             low = q[pos] + (-torque[pos] + kd * qd[pos]) / kp
             high = q[pos] + (torque[pos] + kd * qd[pos]) / kp
             cmd[pos] = np.clip(cmd[pos], low, high)
-        # The last stage: a window around the previous command (always inside the joint limits, so
-        # the window is never empty) intersected with the joint limits.
-        prev = self.last_command
-        low, high = self.pos_low[pos], self.pos_high[pos]
-        if prev is not None:
-            low = np.maximum(low, prev[pos] - self.max_step)
-            high = np.minimum(high, prev[pos] + self.max_step)
-        cmd[pos] = np.minimum(np.maximum(cmd[pos], low), high)
-        # Velocity joints: the same kind of window, on the speed (an acceleration limit), inside the speed range.
+        # The last stage: a window around the previous command (always inside the limits, so the
+        # window is never empty) intersected with the limits: the rate limit and the joint limits of
+        # position targets, the acceleration limit and the speed range of velocity targets.
+        cmd[pos] = self._within_step(cmd, pos, self.pos_low[pos], self.pos_high[pos], self.max_step)
         vel = self.is_vel
-        low, high = self.vel_low[vel], self.vel_high[vel]
-        if prev is not None:
-            low = np.maximum(low, prev[vel] - self.max_speed_step)
-            high = np.minimum(high, prev[vel] + self.max_speed_step)
-        cmd[vel] = np.minimum(np.maximum(cmd[vel], low), high)
+        cmd[vel] = self._within_step(cmd, vel, self.vel_low[vel], self.vel_high[vel], self.max_speed_step)
         cmd[self.is_eff] = np.clip(cmd[self.is_eff], -torque[self.is_eff], torque[self.is_eff])
         return cmd
+
+    def _within_step(self, cmd: np.ndarray, joints: np.ndarray, low: np.ndarray, high: np.ndarray,
+                     step: float) -> np.ndarray:
+        """`cmd[joints]` inside [low, high] and at most `step` from the previous command."""
+        prev = self.last_command
+        if prev is not None:
+            low = np.maximum(low, prev[joints] - step)
+            high = np.minimum(high, prev[joints] + step)
+        return np.minimum(np.maximum(cmd[joints], low), high)
 
     def _stop_command(self, now: float, q, qd, measured_ok: bool) -> np.ndarray | None:
         if self.last_command is None:

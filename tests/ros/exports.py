@@ -32,43 +32,29 @@ def linear_onnx(weight: np.ndarray, bias: np.ndarray, input_name: str = "obs", o
     return model
 
 
-@functools.lru_cache(maxsize=1)
-def _arm_reach_manifest() -> str:
+@functools.lru_cache(maxsize=None)
+def _task_manifest(task: str) -> str:
     from batonlab.env.env import BatonEnv
     from batonlab.export.manifest import manifest_from_env
     from batonlab.tasks import make_task_cfg
 
-    cfg = make_task_cfg("arm_reach", play=True)
+    cfg = make_task_cfg(task, play=True)
     cfg.num_envs = 1
     env = BatonEnv(cfg)
-    manifest = manifest_from_env(env, "arm_reach").to_json()
+    manifest = manifest_from_env(env, task).to_json()
     env.close()
     return json.dumps(manifest)
 
 
 def arm_reach_manifest() -> dict:
     """The manifest JSON `batonlab export` writes for arm_reach (sha256 not filled in)."""
-    return copy.deepcopy(json.loads(_arm_reach_manifest()))
-
-
-@functools.lru_cache(maxsize=1)
-def _wl_velocity_manifest() -> str:
-    from batonlab.env.env import BatonEnv
-    from batonlab.export.manifest import manifest_from_env
-    from batonlab.tasks import make_task_cfg
-
-    cfg = make_task_cfg("wl_velocity", play=True)
-    cfg.num_envs = 1
-    env = BatonEnv(cfg)
-    manifest = manifest_from_env(env, "wl_velocity").to_json()
-    env.close()
-    return json.dumps(manifest)
+    return copy.deepcopy(json.loads(_task_manifest("arm_reach")))
 
 
 def wl_velocity_manifest() -> dict:
     """The manifest JSON `batonlab export` writes for wl_velocity (sha256 not filled in): legs by position,
     wheels by velocity, the arm held stowed, the IMU's orientation and gyro, the crouch stop."""
-    return copy.deepcopy(json.loads(_wl_velocity_manifest()))
+    return copy.deepcopy(json.loads(_task_manifest("wl_velocity")))
 
 
 def make_export(out_dir: Path, manifest: dict | Manifest | None = None, weight: np.ndarray | None = None,

@@ -8,6 +8,7 @@ Every participant (child processes and the in-process fake robot) uses the Fast 
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -61,7 +62,43 @@ class NodeProcess:
         return code
 
 
-class PolicyNodePeer:
+class DdsPeer:
+    """An rclpy node in its own context on the test's domain (loopback DDS), spun by a thread.
+
+    Subclasses call `_open_node`, create their publishers and subscriptions, then `_spin_in_background`.
+    """
+
+    def _open_node(self, domain_id: int, name: str) -> None:
+        import rclpy
+
+        use_loopback_dds()
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context, domain_id=domain_id)
+        self.node = rclpy.create_node(name, context=self.context)
+        self.lock = threading.Lock()
+
+    def _spin_in_background(self) -> None:
+        from rclpy.executors import SingleThreadedExecutor
+
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self._thread = threading.Thread(target=self._spin, daemon=True)
+        self._thread.start()
+
+    def _spin(self) -> None:
+        try:
+            self.executor.spin()
+        except Exception:  # the context was shut down
+            pass
+
+    def close(self) -> None:
+        self.executor.shutdown(timeout_sec=1.0)
+        self.node.destroy_node()
+        self.context.try_shutdown()
+        self._thread.join(timeout=5.0)
+
+
+class PolicyNodePeer(DdsPeer):
     """What every fake robot shares: its own context on the test's domain, the e-stop, the ~/reset and
     ~/start clients, policy_node's state reports and diagnostics, and a spinning thread.
 
@@ -69,17 +106,12 @@ class PolicyNodePeer:
     """
 
     def _open(self, domain_id: int, reliability: str):
-        import rclpy
         from diagnostic_msgs.msg import DiagnosticArray
         from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
         from std_msgs.msg import Bool, String
         from std_srvs.srv import Trigger
 
-        use_loopback_dds()
-        self.context = rclpy.Context()
-        rclpy.init(context=self.context, domain_id=domain_id)
-        self.node = rclpy.create_node("fake_robot", context=self.context)
-        self.lock = threading.Lock()
+        self._open_node(domain_id, "fake_robot")
         self.states: list[dict] = []
         self.diagnostics: list = []
         self._Bool, self._Trigger = Bool, Trigger
@@ -92,14 +124,6 @@ class PolicyNodePeer:
         self.node.create_subscription(DiagnosticArray, "diagnostics", self._on_diagnostics, 10)
         self.reset_client = self.node.create_client(Trigger, "/policy_node/reset")
         self.start_client = self.node.create_client(Trigger, "/policy_node/start")
-
-    def _spin_in_background(self) -> None:
-        from rclpy.executors import SingleThreadedExecutor
-
-        self.executor = SingleThreadedExecutor(context=self.context)
-        self.executor.add_node(self.node)
-        self._thread = threading.Thread(target=self._spin, daemon=True)
-        self._thread.start()
 
     def estop(self, active: bool) -> None:
         self.pub_estop.publish(self._Bool(data=active))
@@ -148,18 +172,6 @@ class PolicyNodePeer:
             seen = [(s["state"], s["reason"]) for s in self.states]
         raise TimeoutError(f"policy_node never reported '{state}' ({reason or 'any reason'}, {fields}) in {timeout} s; "
                            f"it reported {seen}")
-
-    def _spin(self) -> None:
-        try:
-            self.executor.spin()
-        except Exception:  # the context was shut down
-            pass
-
-    def close(self) -> None:
-        self.executor.shutdown(timeout_sec=1.0)
-        self.node.destroy_node()
-        self.context.try_shutdown()
-        self._thread.join(timeout=5.0)
 
 
 class FakeRobot(PolicyNodePeer):
@@ -378,3 +390,21 @@ class CpuLoad:
         for proc in self._procs:
             proc.kill()
             proc.wait()
+
+
+@contextlib.contextmanager
+def robot_and_node(robot, node: NodeProcess, wait_for: str | None = "run"):
+    """Yield (robot, node) once the node reports `wait_for` (None: at once); on a failure print the node's
+    output; at the end stop the node (SIGINT while the robot still publishes, as an operator would) and
+    require a clean exit: code 0 and no traceback."""
+    try:
+        if wait_for:
+            robot.wait_for_state(wait_for, timeout=90)
+        yield robot, node
+    except (TimeoutError, AssertionError):
+        print(node.output)
+        raise
+    finally:
+        code = node.stop()
+        robot.close()
+        assert code == 0 and "Traceback" not in node.output, f"policy_node did not shut down cleanly:\n{node.output}"
