@@ -64,7 +64,7 @@ def test_sim_robot_reports_the_speed_error_of_play_with_the_height_fixed():
     sim = sim_robot_on_seeds(task, hold_still(task), seeds, fixed_fields=fixed)
     free = play_on_seeds(task, hold_still(task), seeds)
     print(f"\n[sim2sim] {task}, height fixed at {height}: speed errors play {np.round(play.speed_errors, 4).tolist()} "
-          f"sim robot {np.round(sim.speed_errors, 4).tolist()} (height drawn: {np.round(free.speed_errors, 4).tolist()})")
+          f"sim robot {np.round(sim.speed_errors, 4).tolist()} (with the height drawn instead: {np.round(free.speed_errors, 4).tolist()})")
     assert sim.lengths.tolist() == play.lengths.tolist()
     assert_same_speed_errors(sim, play)
     assert (play.speed_errors > 0).all()

@@ -44,6 +44,7 @@ HOME = wl.home_pose(with_arm=True)
 def robot():
     threads = torch.get_num_threads()  # SimRobot runs its world on one thread
     robot = SimRobot(TASK, seed=7)
+    robot.next_episode()  # episode 0 (seed 7): on the ground, free (before it the robot hangs from its stand)
     yield robot
     robot.close()
     torch.set_num_threads(threads)
@@ -118,13 +119,37 @@ def test_legs_and_wheels_follow_position_and_velocity_targets_through_their_serv
     actuators = robot.env.scene.actuator_for_joints(["left_hip_pitch", "left_wheel", "right_wheel"])
     assert robot.env.sim.ctrl[0, actuators].tolist() == pytest.approx([0.3, 5.0, -3.0])
     assert joint(robot, "left_hip_pitch")[0] == pytest.approx(0.3, abs=0.08)  # its servo holds it against its weight
-    assert joint(robot, "left_wheel")[1] == pytest.approx(5.0, abs=0.1)
-    assert joint(robot, "right_wheel")[1] == pytest.approx(-3.0, abs=0.1)
+    # Within the speed a velocity servo loses to its bearing damping (its gain is randomised per episode).
+    assert joint(robot, "left_wheel")[1] == pytest.approx(5.0, abs=0.2)
+    assert joint(robot, "right_wheel")[1] == pytest.approx(-3.0, abs=0.2)
 
     wheels = robot.env.scene.actuator_for_joints(list(wl.WHEEL_JOINTS))
     robot.set_targets(["left_wheel", "right_wheel"], [100.0, -100.0])
     robot.step()
     assert robot.env.sim.ctrl[0, wheels].tolist() == [30.0, -30.0], "wheel speed targets clamp to the ctrlrange"
+
+
+def test_before_episode_0_the_robot_hangs_from_a_stand_that_the_imu_feels():
+    """The warm-up (the policy's soft start) happens on a stand, as a real wheel-legged robot is started
+    from a gantry; episode 0 then starts from its seed's initial state, free."""
+    robot = SimRobot(TASK, seed=7)
+    try:
+        start = robot.base_motion()
+        robot.set_targets(["left_wheel", "right_wheel"], [10.0, 10.0])
+        run(robot, 2.0)
+        held = robot.base_motion()
+        assert np.abs(held.position - start.position).max() < 0.03 and np.abs(held.linear_velocity).max() < 0.05
+        imu = robot.imu()
+        # The stand carries the robot, so the accelerometer reads gravity's reaction (not free fall's zero).
+        np.testing.assert_allclose(imu.linear_acceleration, -9.81 * projected_gravity(imu.orientation), atol=1.5)
+        assert joint(robot, "left_wheel")[1] == pytest.approx(10.0, abs=0.2), "the joints move freely on the stand"
+        robot.next_episode()
+        assert float(robot.env.sim.xfrc_applied.abs().max()) == 0.0
+        dropped_from = robot.base_motion().position[2]
+        run(robot, 0.5)
+        assert robot.base_motion().position[2] < dropped_from - 0.01, "free of the stand, the robot drops to the ground"
+    finally:
+        robot.close()
 
 
 # In-process: IMU and odometry.
@@ -140,11 +165,6 @@ def test_imu_is_the_scene_imu_sensors(robot):
     # The orientation is the IMU frame in the world: its projected gravity is the policy's input.
     training = loco.projected_gravity(robot.env, "imu_quat")[0].double().numpy()
     np.testing.assert_allclose(projected_gravity(imu.orientation), training, atol=1e-6)
-
-    run(robot, 2.5)  # fallen and at rest: the accelerometer reads gravity's reaction, +9.81 m/s² up
-    imu = robot.imu()
-    assert np.linalg.norm(imu.angular_velocity) < 0.05
-    np.testing.assert_allclose(imu.linear_acceleration, -9.81 * projected_gravity(imu.orientation), atol=0.2)
 
 
 def test_imu_noise_is_the_policy_observation_noise(robot):

@@ -39,6 +39,14 @@ GRAVITY = 9.81
 """Specific force of a resting IMU without an accelerometer sensor (the root-body IMU) [m/s²]."""
 
 
+_STAND_STIFFNESS, _STAND_DAMPING = 2e4, 9e2
+"""The warm-up stand's spring on the root body [N/m, N·s/m]: 2.5 mm of sag for 5 kg beyond the weight it
+carries. The wrench is explicit (computed once per physics step), so the gains stay well inside what a
+10 kg torso with 0.06–0.1 kg·m² of inertia integrates stably at 5 ms: ω·dt ≈ 0.2, damping·dt/m ≈ 0.4."""
+_STAND_ROT_STIFFNESS, _STAND_ROT_DAMPING = 5e2, 8.0
+"""Its rotational spring [N·m/rad, N·m·s/rad]: ω·dt ≈ 0.4, damping ratio ≈ 0.7."""
+
+
 class ConfigError(ValueError):
     """The sim robot cannot be built as configured (unknown task, unknown joints)."""
 
@@ -174,6 +182,11 @@ class SimRobot:
         self.episode_seed = self.base_seed
         self.physics_steps = 0
         self._diverged_in_period = False
+        self._stand_pose: torch.Tensor | None = None
+        """Warm-up: the pose a floating base is held at (see `_hold_on_stand`)."""
+        self._root_body_id = int(model.body(self.root_body).id)
+        self._weight_n = float(model.body_subtreemass[self._root_body_id]) * float(-model.opt.gravity[2])
+        """The robot's nominal weight, which the stand carries [N]."""
 
     # Episodes.
 
@@ -224,6 +237,8 @@ class SimRobot:
         env = self.env
         env.sim.ctrl[0, self._actuators] = torch.maximum(torch.minimum(self.targets, self._ctrl_high), self._ctrl_low)
         env.sim.step(1)
+        if self.episode_index < 0 and self._root_free_adr is not None:
+            self._hold_on_stand()
         self.physics_steps += 1
         self._diverged_in_period |= bool(env.sim.diverged[0])
         if self.physics_steps % self.decimation:
@@ -245,6 +260,32 @@ class SimRobot:
                                mean_speed_error(extras, self._speed_command))
         self.next_episode()
         return result
+
+    def _hold_on_stand(self) -> None:
+        """Before episode 0 a floating base hangs from a stand at its warm-up pose, its joints free.
+
+        A real wheel-legged robot is started hanging from a gantry: its policy's soft start blends in
+        from standing still, which a self-balancing robot on the ground would not survive (it would
+        tip over and hit the ground with its arm while the policy is still starting). The stand is a
+        stiff, damped spring on the root body carrying the robot's weight (`xfrc_applied`), so the
+        IMU feels it as a real robot on a gantry does. Episode 0 starts from the initial state of its
+        seed, as in `play` (the env's reset clears the applied wrench).
+        """
+        sim = self.env.sim
+        q, d = self._root_free_adr
+        qpos, qvel = sim.qpos[0].double(), sim.qvel[0].double()
+        if self._stand_pose is None:
+            self._stand_pose = qpos[q:q + 7].clone()
+        position, orientation = qpos[q:q + 3], qpos[q + 3:q + 7]
+        force = _STAND_STIFFNESS * (self._stand_pose[:3] - position) - _STAND_DAMPING * qvel[d:d + 3]
+        force[2] += self._weight_n
+        # Orientation error as a rotation vector in the world: stand ⊗ conj(current).
+        conjugate = orientation * torch.tensor([1.0, -1.0, -1.0, -1.0], dtype=torch.float64)
+        error = loco.quat_mul(self._stand_pose[None, 3:], conjugate[None])[0]
+        rotation = 2.0 * error[1:] * (1.0 if error[0] >= 0 else -1.0)  # small angles: the shorter way round
+        angular_w = loco.quat_rotate(orientation[None], qvel[None, d + 3:d + 6])[0]
+        torque = _STAND_ROT_STIFFNESS * rotation - _STAND_ROT_DAMPING * angular_w
+        sim.xfrc_applied[0, self._root_body_id] = torch.cat([force, torque]).float()
 
     # State.
 
@@ -423,3 +464,4 @@ def _rotate_inverse(quat: np.ndarray, vector: np.ndarray) -> np.ndarray:
     rot = np.zeros(9)
     mujoco.mju_quat2Mat(rot, np.asarray(quat, dtype=np.float64))
     return rot.reshape(3, 3).T @ vector
+
