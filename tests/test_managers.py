@@ -189,3 +189,29 @@ def test_curriculum_logs_and_state_round_trip_and_an_empty_manager_is_a_null_obj
         restored.load_state_dict({"other": {}})
     empty = CurriculumManager(env, {})
     assert empty.update(torch.tensor([0])) == {} and empty.state_dict() == {}
+
+
+def test_a_fixed_command_field_holds_in_every_draw_and_leaves_the_other_draws_alone():
+    """`CommandTerm.fix_field` (any command term): the field keeps its value through resamples, the
+    other fields are drawn exactly as without it (same random numbers), an unknown field is named."""
+    from conftest import make_reach_env
+
+    def targets(fix: bool) -> torch.Tensor:
+        env = make_reach_env(num_envs=4, seed=3)
+        term = env.command_manager.terms["ee_target"]
+        if fix:
+            term.fix_field("z", 0.25)
+        draws = []
+        for _ in range(3):
+            term._resample(env.all_env_ids)
+            draws.append(term.command.clone())
+        env.close()
+        return torch.stack(draws)
+
+    free, fixed = targets(False), targets(True)
+    assert (fixed[..., 2] == 0.25).all()
+    assert torch.equal(fixed[..., :2], free[..., :2])
+    env = make_reach_env(num_envs=1)
+    with pytest.raises(KeyError, match=r"unknown field 'w' of UniformPositionCommand; fields: \['x', 'y', 'z'\]"):
+        env.command_manager.terms["ee_target"].fix_field("w", 0.0)
+    env.close()

@@ -27,6 +27,8 @@ class CommandTerm(abc.ABC):
         self.cfg = cfg
         self.command = torch.zeros(env.num_envs, self.dim, device=env.device)
         self.time_left = torch.zeros(env.num_envs, device=env.device)
+        self._fixed: dict[int, float] = {}
+        """Components held at a value (`fix_field`), by index."""
 
     def update(self, dt: float) -> None:
         """Advance timers and resample the envs whose timer ran out."""
@@ -43,6 +45,8 @@ class CommandTerm(abc.ABC):
         low, high = self.cfg.resampling_time_range_s
         self.time_left[env_ids] = self.env.uniform(len(env_ids), low, high)
         self.command[env_ids] = self.sample(len(env_ids))
+        for index, value in self._fixed.items():
+            self.command[env_ids, index] = value
 
     @abc.abstractmethod
     def sample(self, n: int) -> torch.Tensor:
@@ -54,9 +58,14 @@ class CommandTerm(abc.ABC):
         return None
 
     def fix_field(self, field: str, value: float) -> None:
-        """Hold one component at `value` in every later draw, drawing the same random numbers as
-        before, so seeded episodes stay comparable (e.g. a height that `cmd_vel` cannot carry)."""
-        raise NotImplementedError(f"{type(self).__name__} cannot fix its field '{field}'")
+        """Hold one component at `value` from now on and in every later draw. `sample` still draws it
+        (the value is written over the draw), so the random numbers drawn, and with them seeded
+        episodes, stay those of the unfixed command (e.g. a height that `cmd_vel` cannot carry)."""
+        if field not in self.fields:
+            raise KeyError(f"unknown field '{field}' of {type(self).__name__}; fields: {list(self.fields)}")
+        index = self.fields.index(field)
+        self._fixed[index] = float(value)
+        self.command[:, index] = float(value)
 
 
 class UniformPositionCommand(CommandTerm):

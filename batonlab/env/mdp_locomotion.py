@@ -205,13 +205,6 @@ class BaseVelocityCommand(CommandTerm):
     def default_value(self) -> tuple[float, ...]:
         return (0.0, 0.0, self.default_height)
 
-    def fix_field(self, field: str, value: float) -> None:
-        index = {"lin_vel_x": 0, "ang_vel_z": 1, "height": 2}.get(field)
-        if index is None:
-            raise KeyError(f"unknown field '{field}' of {type(self).__name__}; fields: {list(self.fields)}")
-        self.ranges[field] = (float(value), float(value))
-        self.command[:, index] = float(value)
-
     def update(self, dt: float) -> None:
         vx = root_lin_vel_heading(self.env, self.joint)[:, 0]
         cmd_vx = self.command[:, 0]

@@ -209,14 +209,14 @@ class SimRobot:
         `play` fixes the same field to compare on the same commands.
 
         Raises:
-            ConfigError: no such command or field, or the command cannot fix it.
+            ConfigError: no such command or field.
         """
         term = self.env.command_manager.terms.get(command)
         if term is None:
             raise ConfigError(f"unknown command '{command}'; the task has {self.command_names}")
         try:
             term.fix_field(field, value)
-        except (KeyError, NotImplementedError) as err:
+        except KeyError as err:
             raise ConfigError(str(err.args[0])) from None
 
     # Commands.
