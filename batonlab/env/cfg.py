@@ -62,10 +62,17 @@ class RewardTermCfg(TermCfg):
 
 @dataclass
 class CostTermCfg(TermCfg):
-    """A constraint term for constrained RL: the env reports its value against `limit`."""
+    """A constraint term for constrained RL (`batonlab.rl` P3O, PPO-Lagrangian): a per-step cost
+    (num_envs,) >= 0 that the policy must keep, on average, at or below `limit`.
+
+    Costs are best written as indicators (1.0 while the constraint is violated), so that the mean
+    cost is the fraction of steps in violation and `limit` reads as an allowed violation rate.
+    """
 
     limit: float = 0.0
-    """Allowed expected discounted cost d_k."""
+    """Allowed mean cost per control step (for an indicator: the allowed fraction of steps in
+    violation). The expected discounted cost limit of the constrained-RL literature is
+    d_k = limit / (1 - gamma); curricula may move it during training (`env.cost_manager.limits`)."""
 
 
 @dataclass
@@ -202,6 +209,12 @@ class TaskCfg:
     """Seed of the env's torch generator (commands, events, noise)."""
     deploy: DeployCfg = field(default_factory=DeployCfg)
     """Robot-side facts for the manifest (held joints, safe stop)."""
+    only_positive_rewards: bool = False
+    """Clip each step's total reward at zero (legged_gym's option): early in training, penalties
+    then cannot outweigh the tracking terms and teach the policy to end episodes early. Terms in
+    `termination_rewards` are added after the clip, so a fall still costs."""
+    termination_rewards: tuple[str, ...] = ("terminated",)
+    """Reward terms kept out of the `only_positive_rewards` clip (absent names are ignored)."""
 
     def __post_init__(self) -> None:
         self.validate()

@@ -26,12 +26,16 @@ class RewardManager:
 
     def compute(self, dt: float) -> torch.Tensor:
         self.reward.zero_()
+        clip = self.env.cfg.only_positive_rewards
+        after_clip = torch.zeros_like(self.reward) if clip else self.reward
         for name, term in self.terms.items():
             value = term(self.env) * (self.cfgs[name].weight * dt)
             if value.shape != self.reward.shape:
                 raise ValueError(f"reward term '{name}' must return (num_envs,), got {tuple(value.shape)}")
-            self.reward += value
+            (after_clip if clip and name in self.env.cfg.termination_rewards else self.reward).add_(value)
             self.episode_sums[name] += value
+        if clip:
+            self.reward.clamp_(min=0.0).add_(after_clip)
         return self.reward
 
     def reset(self, env_ids: torch.Tensor) -> dict[str, float]:

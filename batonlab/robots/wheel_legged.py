@@ -8,6 +8,9 @@ keyframe with the arm's stowed pose.
 
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass
+
 import mujoco
 
 from batonlab.robots.arm6 import ARM_JOINTS, GRIPPER_JOINT, attach_arm6
@@ -89,6 +92,38 @@ def home_pose(with_arm: bool = True) -> dict[str, float]:
         for j in range(model.njnt)
         if int(model.jnt_type[j]) != int(mujoco.mjtJoint.mjJNT_FREE)
     }
+
+
+@dataclass(frozen=True)
+class ArmGeometry:
+    """Where the arm sits on the base, read from the composed model in its `home` pose [m]."""
+
+    mount_offset: tuple[float, float, float]
+    """Origin of the arm base frame (`arm_base_site`) in the base body frame."""
+    shoulder: tuple[float, float, float]
+    """Shoulder pitch axis (origin of `upper_arm_link`) in the arm base frame."""
+    stowed_ee: tuple[float, float, float]
+    """Tool-centre point of the stowed arm in the arm base frame (what `ee_pos_b` reads)."""
+
+
+@functools.cache
+def arm_geometry() -> ArmGeometry:
+    """The arm's mount, shoulder and stowed tool point (one forward-kinematics pass, cached)."""
+    model = compile_spec(make_wheel_legged_spec(with_arm=True))
+    data = mujoco.MjData(model)
+    mujoco.mj_resetDataKeyframe(model, data, model.key("home").id)
+    mujoco.mj_kinematics(model, data)
+
+    def in_frame(point, origin, rotation):
+        return tuple(float(v) for v in rotation.reshape(3, 3).T @ (point - origin))
+
+    base = data.body(BASE_BODY)
+    arm_base = data.site("arm_base_site")
+    return ArmGeometry(
+        mount_offset=in_frame(arm_base.xpos, base.xpos, base.xmat),
+        shoulder=in_frame(data.body("upper_arm_link").xpos, arm_base.xpos, arm_base.xmat),
+        stowed_ee=in_frame(data.site("ee").xpos, arm_base.xpos, arm_base.xmat),
+    )
 
 
 def arm_joints() -> tuple[str, ...]:

@@ -1,0 +1,220 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""`wl_loco_manip`: one whole-body policy drives the wheel-legged robot's legs, wheels and arm: the
+base tracks a forward speed and yaw rate while the gripper reaches a moving target.
+
+This is the arm-constrained loco-manipulation method the project was started from: trained with
+P3O under three constraint costs (arm torque, end-effector workspace, forbidden contacts) and
+three curricula (the end-effector workspace widens from the stowed pose as the arm tracks well;
+base and arm reward weights follow their normalised performance; cost limits start loose and
+tighten). Without them the arm tends to freeze near its stowed pose, because every arm motion
+disturbs the balancing base and the base rewards are learned first.
+
+Commands: `base_velocity` (forward speed, yaw rate; height fixed at nominal) and `ee_target`, a
+point in the arm base frame (`EndEffectorTargetCommand`: drawn in spherical coordinates around the
+shoulder, clear of the body and the ground, gliding to each new draw over 1 s). On the robot the
+target arrives on `commands/ee_target` (`geometry_msgs/PointStamped`, arm base frame).
+
+Variants and tuning from the command line, e.g.
+    batonlab train task=wl_loco_manip agent.algorithm.class_name=PPO '~env.curriculum.arm_workspace'
+    batonlab train task=wl_loco_manip env.only_positive_rewards=true env.costs.arm_torque.limit=0.02
+"""
+
+from __future__ import annotations
+
+import mujoco
+import torch
+
+from batonlab.env import mdp
+from batonlab.env import mdp_locomotion as loco
+from batonlab.env.actions import JointPositionAction
+from batonlab.env.cfg import (
+    ActionTermCfg,
+    CommandTermCfg,
+    CostTermCfg,
+    EventTermCfg,
+    ObsTermCfg,
+    RewardTermCfg,
+    TaskCfg,
+    TermCfg,
+)
+from batonlab.env.ee_target import EndEffectorTargetCommand, cartesian_to_spherical
+from batonlab.rewards import constraints, regularizers, tracking
+from batonlab.rl.cfg import AlgorithmCfg, PolicyCfg, RunnerCfg
+from batonlab.robots import wheel_legged as wl
+from batonlab.robots.arm6 import ARM_JOINTS, GRIPPER_JOINT
+from batonlab.tasks import register
+from batonlab.tasks.wl_balance import COMMAND, make_wl_balance_cfg, make_wl_scene_spec
+
+EE_COMMAND = "ee_target"
+EE_SENSOR = "ee_pos_b"
+"""Tool-centre point in the arm base frame, the frame of `ee_target`."""
+
+TARGET_LIMITS = {"radius": (0.12, 0.55), "pitch": (-0.7, 1.0), "yaw": (-1.3, 1.3)}
+"""Widest end-effector target ranges around the shoulder [m, rad, rad] (the curriculum's limits)."""
+
+TARGET_START_SPAN = {"radius": 0.03, "pitch": 0.1, "yaw": 0.1}
+"""Half-widths of the first target ranges around the stowed pose [m, rad, rad]."""
+
+SHELL_RADIUS = (0.10, 0.60)
+"""The end-effector's allowed distance from the shoulder [m] (reach 0.65 m): the workspace constraint."""
+
+KEEP_OUT_BOX_B = ((-0.25, 0.23), (-0.25, 0.25), (-1.0, 0.06))
+"""Targets never fall in this box of the arm base frame: the torso (its top is 0.07 m below the
+mount), legs and wheels with about 6 cm of margin [m]."""
+
+MIN_TARGET_Z = -0.38
+"""Lowest target in the arm base frame: 0.08 m above the ground at the nominal stance [m]."""
+
+TORQUE_FRACTION = 0.8
+"""Share of an arm motor's torque limit that counts as over-torque [-]."""
+
+ARM_CONTACT_SENSORS = ("arm_torso_contact", "arm_left_leg_contact", "arm_right_leg_contact")
+
+SUCCESS_MAX_EE_ERROR = 0.10
+"""Mean end-effector error over an episode that still counts as reaching [m]."""
+
+
+def make_loco_manip_scene_spec() -> mujoco.MjSpec:
+    """The wheel-legged robot with arm6, able to hit itself, with the sensors the costs read.
+
+    In the base model the arm never collides with the robot (robot and arm geoms share contype 2 /
+    conaffinity 1); here arm links and the robot's torso, legs and wheels collide (bit 4), so an
+    arm swung into the body is stopped and reported, as it would be on hardware. Adds torque
+    sensors on the arm motors, contact sensors arm ↔ torso and arm ↔ legs, and a target marker.
+    """
+    spec = make_wl_scene_spec(with_arm=True)
+    spec.modelname = "wl_loco_manip"
+    for geom in spec.body("arm_base").find_all(mujoco.mjtObj.mjOBJ_GEOM):
+        if geom.contype:
+            geom.conaffinity |= 4
+    for name in ("torso_collision", "left_thigh_collision", "right_thigh_collision", "left_wheel_collision",
+                 "right_wheel_collision"):
+        spec.geom(name).contype |= 4
+    for joint in ARM_JOINTS:
+        spec.add_sensor(name=f"{joint}_torque", type=mujoco.mjtSensor.mjSENS_ACTUATORFRC, objtype=mujoco.mjtObj.mjOBJ_ACTUATOR,
+                        objname=joint)
+    for sensor, (reftype, body) in zip(ARM_CONTACT_SENSORS, ((mujoco.mjtObj.mjOBJ_BODY, wl.BASE_BODY),
+                                                           (mujoco.mjtObj.mjOBJ_XBODY, "left_thigh"),
+                                                           (mujoco.mjtObj.mjOBJ_XBODY, "right_thigh"))):
+        spec.add_sensor(name=sensor, type=mujoco.mjtSensor.mjSENS_CONTACT, objtype=mujoco.mjtObj.mjOBJ_XBODY,
+                        objname="arm_base", reftype=reftype, refname=body, intprm=[1 | 2, 3, 1])
+    marker = spec.worldbody.add_body(name="ee_target_marker", mocap=True, pos=[0, 0, -1])
+    marker.add_geom(type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[0.03, 0, 0], contype=0, conaffinity=0, group=1,
+                    rgba=[0.1, 0.9, 0.2, 0.8])
+    return spec
+
+
+def target_start_ranges() -> dict[str, tuple[float, float]]:
+    """Target ranges around the stowed tool point, where the curriculum starts [m, rad, rad]."""
+    g = wl.arm_geometry()
+    stowed = cartesian_to_spherical(torch.tensor(g.stowed_ee), torch.tensor(g.shoulder))
+    return {k: (float(stowed[k]) - TARGET_START_SPAN[k], float(stowed[k]) + TARGET_START_SPAN[k]) for k in TARGET_LIMITS}
+
+
+def make_wl_loco_manip_cfg(play: bool = False) -> TaskCfg:
+    cfg = make_wl_balance_cfg(play=play, with_arm=True)
+    geometry = wl.arm_geometry()
+    legs, wheels, arm = wl.LEG_JOINTS, wl.WHEEL_JOINTS, ARM_JOINTS
+    ee = {"command": EE_COMMAND, "sensor": EE_SENSOR}
+    cfg.scene.build = make_loco_manip_scene_spec
+    cfg.episode_length_s = 12.0
+
+    # One policy, three action terms: legs (position), wheels (velocity), arm (position); the gripper is held.
+    cfg.actions["arm"] = ActionTermCfg(cls=JointPositionAction, joints=arm, scale=0.5)
+    cfg.deploy.held_joints = (GRIPPER_JOINT,)
+    cfg.events["arm_stowed"].params["joints"] = cfg.deploy.held_joints
+    cfg.events["reset_arm"] = EventTermCfg(
+        func=mdp.reset_joints_uniform, mode="reset", params={"joints": arm, "position_range": (-0.1, 0.1)}
+    )
+    cfg.events["actuator_gains"].params["joints"] = legs + wheels + arm
+
+    base = cfg.commands[COMMAND]
+    base.resampling_time_range_s = (6.0, 10.0)
+    base.params.update(lin_vel_x_range=(-1.0, 1.0), ang_vel_z_range=(-1.0, 1.0), standing_fraction=0.2)
+    cfg.commands[EE_COMMAND] = CommandTermCfg(
+        cls=EndEffectorTargetCommand,
+        resampling_time_range_s=(2.0, 3.0),
+        params={
+            "radius_range": TARGET_LIMITS["radius"],
+            "pitch_range": TARGET_LIMITS["pitch"],
+            "yaw_range": TARGET_LIMITS["yaw"],
+            "shoulder": geometry.shoulder,
+            "stowed_position": geometry.stowed_ee,
+            "keep_out_box": KEEP_OUT_BOX_B,
+            "min_z": MIN_TARGET_Z,
+            "transition_s": 1.0,
+            "ee_sensor": EE_SENSOR,
+            "marker_mocap": "ee_target_marker",
+            "mount_offset": geometry.mount_offset,
+        },
+    )
+
+    def arm_terms(noise: bool) -> dict[str, ObsTermCfg]:
+        k = 1.0 if noise else 0.0
+        return {
+            "arm_pos": ObsTermCfg(func=mdp.joint_pos_rel, params={"joints": arm}, noise_std=0.01 * k),
+            "arm_vel": ObsTermCfg(func=mdp.joint_vel, params={"joints": arm}, noise_std=0.5 * k, scale=0.05),
+            "ee_pos": ObsTermCfg(func=mdp.sensor, params={"name": EE_SENSOR}, noise_std=0.005 * k),
+            "ee_target": ObsTermCfg(func=mdp.generated_command, params={"command": EE_COMMAND}),
+        }
+
+    for group, noise in (("policy", True), ("critic", False)):
+        terms = cfg.observations[group].terms
+        last_action = terms.pop("last_action")
+        terms.update(arm_terms(noise))
+        terms["last_action"] = last_action  # keep the action history last, after every state term
+
+    cfg.rewards["track_lin_vel_x"].weight = 1.5
+    cfg.rewards["track_ang_vel_z"].params["std"] = 0.4
+    cfg.rewards["track_ang_vel_z"].weight = 0.75
+    cfg.rewards["track_height"].weight = 0.5
+    cfg.rewards["leg_mirror"].weight = -0.5
+    cfg.rewards["ee_track"] = RewardTermCfg(func=tracking.position_command_error_tanh, params={**ee, "std": 0.2}, weight=1.5)
+    cfg.rewards["ee_track_fine"] = RewardTermCfg(func=tracking.position_command_error_exp, params={**ee, "std": 0.05},
+                                                 weight=1.0)
+    cfg.rewards["arm_joint_vel"] = RewardTermCfg(func=regularizers.joint_vel_l2, params={"joints": arm}, weight=-0.002)
+
+    # Costs (indicators; limits are allowed fractions of steps in violation).
+    cfg.costs = {
+        "arm_torque": CostTermCfg(func=constraints.ActuatorForceOverLimit,
+                                  params={"joints": arm, "fraction": TORQUE_FRACTION}, limit=0.01),
+        "ee_workspace": CostTermCfg(func=constraints.position_outside_shell,
+                                    params={"sensor": EE_SENSOR, "center": geometry.shoulder,
+                                            "min_radius": SHELL_RADIUS[0], "max_radius": SHELL_RADIUS[1]}, limit=0.01),
+        "link_contact": CostTermCfg(func=constraints.any_contact,
+                                    params={"sensors": (*ARM_CONTACT_SENSORS, wl.ARM_GROUND_CONTACT_SENSOR,
+                                                        *wl.GROUND_CONTACT_SENSORS)}, limit=0.005),
+    }
+    # The arm touching the ground is a constraint here, not a fall (the torso and thighs still are).
+    cfg.terminations["illegal_contact"].params["sensors"] = wl.GROUND_CONTACT_SENSORS
+
+    cfg.events["push"].interval_range_s = (6.0, 10.0)
+    cfg.events["reset_base"].params["orientation_range"]["pitch"] = (-0.1, 0.1)
+    cfg.success = TermCfg(func=ee_tracked_and_survived, params={"command": EE_COMMAND,
+                                                                "max_mean_error": SUCCESS_MAX_EE_ERROR})
+    if play:
+        cfg.events.pop("push", None)
+    return cfg
+
+
+def ee_tracked_and_survived(env, command: str, max_mean_error: float) -> torch.Tensor:
+    """True where the episode ran to its time limit with a mean end-effector error below `max_mean_error` [m]."""
+    metrics = env.command_manager.terms[command].metrics
+    mean_error = metrics["ee_error"] / metrics["time"].clamp(min=1e-6)
+    return loco.survived(env) & (mean_error < max_mean_error)
+
+
+def make_wl_loco_manip_agent_cfg() -> RunnerCfg:
+    return RunnerCfg(
+        experiment_name="wl_loco_manip",
+        num_steps_per_env=24,
+        max_iterations=500,
+        save_interval=50,
+        obs_groups={"actor": ["policy"], "critic": ["critic"]},
+        policy=PolicyCfg(actor_hidden_dims=(256, 128, 64), critic_hidden_dims=(256, 128, 64), init_noise_std=0.8),
+        algorithm=AlgorithmCfg(learning_rate=1e-3, entropy_coef=0.005, num_mini_batches=4),
+    )
+
+
+register("wl_loco_manip", make_wl_loco_manip_cfg, make_wl_loco_manip_agent_cfg,
+         "wheel-legged robot with arm: one whole-body policy drives and reaches a moving target (P3O, curricula)")
