@@ -27,17 +27,21 @@ import torch
 from batonlab.env import mdp
 from batonlab.env import mdp_locomotion as loco
 from batonlab.env.actions import JointPositionAction
+from batonlab.curricula.arm_workspace import ArmWorkspaceCurriculum
+from batonlab.curricula.cost_limits import CostLimitSchedule
+from batonlab.curricula.reward_balance import RewardBalanceCurriculum
 from batonlab.env.cfg import (
     ActionTermCfg,
     CommandTermCfg,
     CostTermCfg,
+    CurriculumTermCfg,
     EventTermCfg,
     ObsTermCfg,
     RewardTermCfg,
     TaskCfg,
     TermCfg,
 )
-from batonlab.env.ee_target import EndEffectorTargetCommand, cartesian_to_spherical
+from batonlab.env.ee_target import EndEffectorTargetCommand
 from batonlab.rewards import constraints, regularizers, tracking
 from batonlab.rl.cfg import AlgorithmCfg, PolicyCfg, RunnerCfg
 from batonlab.robots import wheel_legged as wl
@@ -69,6 +73,12 @@ TORQUE_FRACTION = 0.8
 """Share of an arm motor's torque limit that counts as over-torque [-]."""
 
 ARM_CONTACT_SENSORS = ("arm_torso_contact", "arm_left_leg_contact", "arm_right_leg_contact")
+
+COST_LIMITS_START = {"arm_torque": 0.2, "ee_workspace": 0.1, "link_contact": 0.05}
+"""Loose cost limits at the start of training, tightened to the `costs` limits by the schedule [-]."""
+
+LIMIT_SCHEDULE_STEPS = 4800
+"""Control steps over which the cost limits tighten (200 iterations of 24 steps) [-]."""
 
 SUCCESS_MAX_EE_ERROR = 0.10
 """Mean end-effector error over an episode that still counts as reaching [m]."""
@@ -102,13 +112,6 @@ def make_loco_manip_scene_spec() -> mujoco.MjSpec:
     marker.add_geom(type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[0.03, 0, 0], contype=0, conaffinity=0, group=1,
                     rgba=[0.1, 0.9, 0.2, 0.8])
     return spec
-
-
-def target_start_ranges() -> dict[str, tuple[float, float]]:
-    """Target ranges around the stowed tool point, where the curriculum starts [m, rad, rad]."""
-    g = wl.arm_geometry()
-    stowed = cartesian_to_spherical(torch.tensor(g.stowed_ee), torch.tensor(g.shoulder))
-    return {k: (float(stowed[k]) - TARGET_START_SPAN[k], float(stowed[k]) + TARGET_START_SPAN[k]) for k in TARGET_LIMITS}
 
 
 def make_wl_loco_manip_cfg(play: bool = False) -> TaskCfg:
@@ -188,11 +191,29 @@ def make_wl_loco_manip_cfg(play: bool = False) -> TaskCfg:
     # The arm touching the ground is a constraint here, not a fall (the torso and thighs still are).
     cfg.terminations["illegal_contact"].params["sensors"] = wl.GROUND_CONTACT_SENSORS
 
+    cfg.curriculum = {
+        # The arm-constrained target curriculum: targets start around the stowed tool point and the
+        # workspace widens while the arm tracks (score = tracking reward / its maximum), narrowing
+        # again if tracking collapses. Decisions every 2 s of simulated time, not every episode:
+        # the arm learns far faster than a 12 s episode.
+        "arm_workspace": CurriculumTermCfg(func=ArmWorkspaceCurriculum, params={
+            "command": EE_COMMAND, "reward_terms": ["ee_track", "ee_track_fine"], "limits": TARGET_LIMITS,
+            "start_span": TARGET_START_SPAN, "step": {"radius": 0.03, "pitch": 0.1, "yaw": 0.15},
+            "fraction": 0.55, "narrow_fraction": 0.3, "interval_s": 2.0}),
+        # Base and arm rewards weighted by how far each is from its maximum, so neither side is given up.
+        "reward_balance": CurriculumTermCfg(func=RewardBalanceCurriculum, params={
+            "groups": {"base": ["track_lin_vel_x", "track_ang_vel_z"], "arm": ["ee_track", "ee_track_fine"]},
+            "interval_s": 2.0}),
+        "cost_limits": CurriculumTermCfg(func=CostLimitSchedule, params={
+            "start": COST_LIMITS_START, "duration_steps": LIMIT_SCHEDULE_STEPS}),
+    }
+
     cfg.events["push"].interval_range_s = (6.0, 10.0)
     cfg.events["reset_base"].params["orientation_range"]["pitch"] = (-0.1, 0.1)
     cfg.success = TermCfg(func=ee_tracked_and_survived, params={"command": EE_COMMAND,
                                                                 "max_mean_error": SUCCESS_MAX_EE_ERROR})
     if play:
+        # Curricula stay: a checkpoint restores their state (target ranges, weights, limits) into the play env.
         cfg.events.pop("push", None)
     return cfg
 

@@ -192,6 +192,9 @@ def run(args: list[str]) -> int:
         print(f"[batonlab] sim-to-sim over ROS 2: success rate {summary['success_rate']:.3f}, survival {survival:.3f}"
               + (f", mean |v - v_cmd| {speed:.3f} m/s" if speed is not None else "")
               + f" over {summary['num_episodes']} episodes (seeds {ns.seed}..{ns.seed + summary['num_episodes'] - 1})")
+        errors = summary.get("mean_errors") or {}
+        if errors:
+            print("[batonlab] mean tracking errors: " + ", ".join(f"{key} {value:.3f}" for key, value in errors.items()))
     return 0
 
 

@@ -49,10 +49,15 @@ def run(inv: Invocation) -> int:
         "num_episodes": result.num_episodes,
         "success_rate": result.success_rate,
         "mean_return": result.mean_return,
+        "survival_rate": float(1.0 - result.terminated.mean()),
+        "mean_errors": {key: float(values.mean()) for key, values in result.mean_errors.items()},
     }
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
     print(f"[batonlab] {inv.task_name}: success rate {result.success_rate:.3f} over {result.num_episodes} episodes "
           f"(mean return {result.mean_return:.3f}) from {ckpt}")
+    if result.mean_errors:
+        errors = ", ".join(f"{key} {value:.3f}" for key, value in metrics["mean_errors"].items())
+        print(f"[batonlab] survival {metrics['survival_rate']:.3f}; mean tracking errors: {errors}")
     if result.frames:
         video = out / "rollout.mp4"
         write_mp4(video, result.frames, fps=1.0 / env.step_dt)

@@ -112,6 +112,22 @@ class UniformPositionCommand(CommandTerm):
             )
 
 
+def episode_mean_errors(command_metrics: dict[str, dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """Mean tracking errors of the episodes so far, per env: `<command>/<metric>` → (num_envs,).
+
+    Reads `extras["command_metrics"]`: every metric named `*_error` of a command that also keeps
+    `time` is an integral over the episode, so dividing by `time` gives its mean (e.g.
+    `base_velocity/lin_vel_error` [m/s], `ee_target/ee_error` [m]). Read on the step an episode ends.
+    """
+    means = {}
+    for command, metrics in command_metrics.items():
+        if "time" not in metrics:
+            continue
+        time = metrics["time"].clamp(min=1e-6)
+        means.update({f"{command}/{key}": value / time for key, value in metrics.items() if key.endswith("_error")})
+    return means
+
+
 class CommandManager:
     """Holds the command terms; `command(name)` is what observation and reward terms read."""
 

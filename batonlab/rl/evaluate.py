@@ -10,6 +10,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from batonlab.env.commands import episode_mean_errors
 from batonlab.env.env import BatonEnv
 
 
@@ -28,6 +29,9 @@ class EvalResult:
     """(num_episodes,) bool, the first episode ended by a failure term rather than by a time limit."""
     frames: list[np.ndarray] = field(default_factory=list)
     """RGB frames of the recorded episodes, back to back."""
+    mean_errors: dict[str, np.ndarray] = field(default_factory=dict)
+    """(num_episodes,) mean tracking error of each env's first episode, per command metric
+    (`batonlab.env.commands.episode_mean_errors`: `base_velocity/lin_vel_error` [m/s], `ee_target/ee_error` [m])."""
 
 
 StepCallback = Callable[[BatonEnv, object, "torch.Tensor | None", "torch.Tensor | None"], None]
@@ -57,6 +61,7 @@ def evaluate(env: BatonEnv, policy, video_env_ids: tuple[int, ...] = (), video_s
     returns = torch.zeros(n, device=env.device)
     lengths = torch.zeros(n, dtype=torch.long, device=env.device)
     failed = torch.zeros(n, dtype=torch.bool, device=env.device)
+    errors: dict[str, torch.Tensor] = {}
     running = torch.zeros(n, device=env.device)
     recording = list(video_env_ids)
     per_env_frames: dict[int, list[np.ndarray]] = {i: [] for i in recording}
@@ -76,6 +81,8 @@ def evaluate(env: BatonEnv, policy, video_env_ids: tuple[int, ...] = (), video_s
         returns[done] = running[done]
         lengths[done] = extras["episode_length"][done]
         failed[done] = terminated[done]
+        for key, value in episode_mean_errors(extras.get("command_metrics", {})).items():
+            errors.setdefault(key, torch.zeros(n, device=env.device))[done] = value[done]
         finished |= done
         running[terminated | truncated] = 0.0
         recording = [i for i in recording if not finished[i]]
@@ -91,4 +98,5 @@ def evaluate(env: BatonEnv, policy, video_env_ids: tuple[int, ...] = (), video_s
         lengths=lengths.cpu().numpy(),
         terminated=failed.cpu().numpy(),
         frames=frames,
+        mean_errors={key: value.cpu().numpy() for key, value in errors.items()},
     )

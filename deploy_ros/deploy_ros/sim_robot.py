@@ -19,7 +19,7 @@ its odometry the root body's free joint.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import mujoco
 import numpy as np
@@ -27,6 +27,7 @@ import torch
 
 from batonlab.env import mdp
 from batonlab.env import mdp_locomotion as loco
+from batonlab.env.commands import episode_mean_errors
 from batonlab.env.env import BatonEnv
 from batonlab.tasks import make_task_cfg
 
@@ -80,6 +81,9 @@ class EpisodeResult:
     mean_speed_error: float | None = None
     """Mean |v - v_cmd| over the episode, for tasks with a `BaseVelocityCommand` [m/s]: its
     `metrics["lin_vel_error"] / metrics["time"]` at the end of the episode (what curricula judge)."""
+    mean_errors: dict[str, float] = field(default_factory=dict)
+    """Every mean tracking error of the episode (`episode_mean_errors`: `ee_target/ee_error` [m], …),
+    read as `batonlab play` reads them."""
 
 
 @dataclass
@@ -257,7 +261,8 @@ class SimRobot:
             return None
         result = EpisodeResult(self.episode_index, self.episode_seed, bool(extras["success"][0]),
                                int(extras["episode_length"][0]), bool(terminated[0]), distance,
-                               mean_speed_error(extras, self._speed_command))
+                               mean_speed_error(extras, self._speed_command),
+                               {k: float(v[0]) for k, v in episode_mean_errors(extras["command_metrics"]).items()})
         self.next_episode()
         return result
 

@@ -281,7 +281,8 @@ class SimRobotNode(Node):
     def _record(self, result) -> None:
         entry = {"episode": result.index, "seed": result.seed, "success": result.success, "length": result.length,
                  "terminated": result.terminated, "final_distance": result.final_distance,
-                 "mean_speed_error": result.mean_speed_error, "commands_received": self.commands_received}
+                 "mean_speed_error": result.mean_speed_error, "mean_errors": result.mean_errors,
+                 "commands_received": self.commands_received}
         self.results.append(entry)
         self.pub_episode.publish(String(data=json.dumps(entry)))
         ending = "failed" if result.terminated else "timed out"
@@ -293,7 +294,11 @@ class SimRobotNode(Node):
             errors = [r["mean_speed_error"] for r in self.results if r["mean_speed_error"] is not None]
             summary = {"task": self.params["task"], "seed": self.params["seed"], "num_episodes": n,
                        "success_rate": float(np.mean([r["success"] for r in self.results])),
-                       "mean_speed_error": float(np.mean(errors)) if errors else None, "episodes": self.results}
+                       "survival_rate": float(np.mean([not r["terminated"] for r in self.results])),
+                       "mean_speed_error": float(np.mean(errors)) if errors else None,
+                       "mean_errors": {key: float(np.mean([r["mean_errors"][key] for r in self.results]))
+                                       for key in self.results[0]["mean_errors"]},
+                       "episodes": self.results}
             if self.params["results_file"]:
                 path = Path(self.params["results_file"])
                 path.parent.mkdir(parents=True, exist_ok=True)
