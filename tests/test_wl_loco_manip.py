@@ -13,7 +13,7 @@ from batonlab.env.env import BatonEnv
 from batonlab.robots import wheel_legged as wl
 from batonlab.robots.arm6 import ARM_JOINTS
 from batonlab.tasks import make_task_cfg
-from batonlab.tasks.wl_loco_manip import EE_COMMAND, EE_SENSOR, SHELL_RADIUS
+from batonlab.tasks.wl_loco_manip import EE_COMMAND, EE_SENSOR, SHELL_RADIUS, TARGET_LIMITS
 
 ARM_SCALE = 0.5
 
@@ -43,6 +43,10 @@ def arm_actions(env: BatonEnv, targets: dict[str, float]) -> torch.Tensor:
 
 def test_targets_are_clear_of_the_robot_and_inside_the_live_ranges(env):
     term = env.command_manager.terms[EE_COMMAND]
+    stowed = cartesian_to_spherical(term.stowed_position, term.shoulder)
+    for key, (low, high) in term.ranges.items():  # the workspace curriculum starts around the stowed pose
+        assert low <= float(stowed[key]) <= high and high - low < 0.31, key
+    term.ranges.update(TARGET_LIMITS)
     goals = term.sample(4096)
     assert not torch.isnan(goals).any(), "the default ranges leave room for a clear draw"
     assert clear_of_robot(goals, term.keep_out_box, term.min_z).all()
