@@ -8,6 +8,14 @@ this file is the only place that knows it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
+
+ALGORITHMS = {
+    "PPO": "PPO",
+    "P3O": "batonlab.rl.constrained:P3O",
+    "PPOLagrangian": "batonlab.rl.constrained:PPOLagrangian",
+}
+"""`AlgorithmCfg.class_name` → the class rsl-rl builds (rsl-rl's own PPO, or batonlab's constrained PPO)."""
 
 
 @dataclass
@@ -24,9 +32,41 @@ class PolicyCfg:
 
 
 @dataclass
-class AlgorithmCfg:
-    """PPO hyper-parameters (rsl-rl names)."""
+class ConstraintCfg:
+    """Settings of the constrained algorithms (P3O, PPOLagrangian); plain PPO ignores them.
 
+    Costs and limits are per control step (see `CostTermCfg.limit`), so the violation the penalty
+    and the multipliers see is `mean cost per step of the rollout - limit` [cost units].
+    """
+
+    cost_value_loss_coef: float = 1.0
+    """Weight of the cost critic's value loss (squared error, not clipped, summed over costs) in the total loss."""
+    penalty_coef: float = 10.0
+    """P3O's kappa: weight of the penalty max(0, L_C + mean cost - limit) [1/cost units]."""
+    multiplier_init: float = 0.0
+    """PPOLagrangian: initial Lagrange multiplier of every cost [dimensionless]."""
+    multiplier_lr: float = 1.0
+    """PPOLagrangian "gradient" rule: multiplier step per unit of (mean cost per step - limit) and iteration."""
+    multiplier_update: Literal["gradient", "pid"] = "gradient"
+    """PPOLagrangian: plain gradient ascent on the multipliers, or the PID Lagrangian of Stooke et al. 2020."""
+    pid_kp: float = 5.0
+    """PID rule: proportional gain [multiplier per unit of (mean cost per step - limit)]."""
+    pid_ki: float = 1.0
+    """PID rule: integral gain [multiplier per unit of violation summed over iterations]; with kp = kd = 0
+    it is the "gradient" rule with `multiplier_lr = pid_ki`."""
+    pid_kd: float = 0.0
+    """PID rule: derivative gain on the rise of the mean cost since the previous iteration [multiplier per cost unit]."""
+    multiplier_max: float = 20.0
+    """Upper bound of every multiplier [dimensionless] (the policy loss is divided by 1 + sum of multipliers)."""
+
+
+@dataclass
+class AlgorithmCfg:
+    """PPO hyper-parameters (rsl-rl names) and the choice of algorithm."""
+
+    class_name: Literal["PPO", "P3O", "PPOLagrangian"] = "PPO"
+    """rsl-rl's PPO, or a constrained PPO that learns to keep the task's `costs` under their limits:
+    P3O (Zhang et al. 2022, exact penalty) or PPOLagrangian (Lagrange multipliers, gradient or PID)."""
     learning_rate: float = 1e-3
     num_learning_epochs: int = 5
     num_mini_batches: int = 4
@@ -39,6 +79,13 @@ class AlgorithmCfg:
     schedule: str = "adaptive"
     desired_kl: float = 0.01
     use_clipped_value_loss: bool = True
+    constraint: ConstraintCfg = field(default_factory=ConstraintCfg)
+    """Settings of P3O and PPOLagrangian."""
+
+    @property
+    def is_constrained(self) -> bool:
+        """Whether the algorithm learns from the env's constraint costs."""
+        return self.class_name != "PPO"
 
 
 @dataclass
@@ -59,21 +106,42 @@ class RunnerCfg:
     algorithm: AlgorithmCfg = field(default_factory=AlgorithmCfg)
 
 
-def to_rsl_rl_dict(cfg: RunnerCfg, multi_gpu: dict | None = None) -> dict:
+def to_rsl_rl_dict(cfg: RunnerCfg, multi_gpu: dict | None = None, num_costs: int = 0) -> dict:
     """The train_cfg dict that rsl-rl-lib 5.5's PPO.construct_algorithm expects.
+
+    For `class_name="PPO"` the algorithm entry holds rsl-rl PPO's own arguments only. A constrained
+    class also gets `num_costs`, `cost_critic_cfg` (the critic's MLP settings) and `constraint_cfg`.
 
     Args:
         cfg: The typed runner config.
         multi_gpu: rsl-rl's `{"global_rank", "local_rank", "world_size"}` under torchrun, else None.
+        num_costs: Number of the env's constraint costs (used by the constrained classes only).
+
+    Raises:
+        ValueError: An unknown `algorithm.class_name`.
     """
-    policy = cfg.policy
+    policy, algorithm = cfg.policy, cfg.algorithm
+    if algorithm.class_name not in ALGORITHMS:
+        raise ValueError(f"agent.algorithm.class_name={algorithm.class_name!r} is not an algorithm; "
+                         f"valid names: {list(ALGORITHMS)}")
+    critic = {
+        "class_name": "MLPModel",
+        "hidden_dims": list(policy.critic_hidden_dims),
+        "activation": policy.activation,
+        "obs_normalization": policy.obs_normalization,
+    }
+    ppo = {k: v for k, v in vars(algorithm).items() if k not in ("class_name", "constraint")}
+    algorithm_dict = {"class_name": ALGORITHMS[algorithm.class_name], **ppo}
+    if algorithm.is_constrained:
+        algorithm_dict.update(num_costs=num_costs, constraint_cfg=dict(vars(algorithm.constraint)),
+                              cost_critic_cfg={k: v for k, v in critic.items() if k != "class_name"})
     return {
         "num_steps_per_env": cfg.num_steps_per_env,
         "save_interval": cfg.save_interval,
         "obs_groups": {k: list(v) for k, v in cfg.obs_groups.items()},
         "multi_gpu": multi_gpu,
         "check_for_nan": True,
-        "algorithm": {"class_name": "PPO", **vars(cfg.algorithm)},
+        "algorithm": algorithm_dict,
         "actor": {
             "class_name": "MLPModel",
             "hidden_dims": list(policy.actor_hidden_dims),
@@ -81,10 +149,5 @@ def to_rsl_rl_dict(cfg: RunnerCfg, multi_gpu: dict | None = None) -> dict:
             "obs_normalization": policy.obs_normalization,
             "distribution_cfg": {"class_name": "GaussianDistribution", "init_std": policy.init_noise_std, "std_type": "scalar"},
         },
-        "critic": {
-            "class_name": "MLPModel",
-            "hidden_dims": list(policy.critic_hidden_dims),
-            "activation": policy.activation,
-            "obs_normalization": policy.obs_normalization,
-        },
+        "critic": critic,
     }

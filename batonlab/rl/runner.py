@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""The training loop: rsl-rl's PPO, batonlab's progress bar, TensorBoard logs and atomic checkpoints.
+"""The training loop: rsl-rl's PPO (or batonlab's constrained PPO), batonlab's progress bar,
+TensorBoard logs and atomic checkpoints.
 
 rsl-rl's own OnPolicyRunner prints a page per iteration, saves non-atomically and loads pickles
 with `weights_only=False`; this runner reuses its algorithm and storage and owns the rest, so a
@@ -22,6 +23,8 @@ from tqdm import tqdm
 
 from batonlab.rl import checkpoint
 from batonlab.rl.cfg import RunnerCfg, to_rsl_rl_dict
+from batonlab.rl.constrained import ConstrainedPPO
+from batonlab.rl.cost_stats import RolloutCostStats
 from batonlab.rl.distributed import DistributedContext
 from batonlab.rl.vecenv import RslRlVecEnv
 
@@ -29,7 +32,8 @@ CHECKPOINT_VERSION = 1
 
 
 class BatonRunner:
-    """On-policy PPO training over a `RslRlVecEnv`.
+    """On-policy PPO training over a `RslRlVecEnv`; `cfg.algorithm.class_name` picks rsl-rl's PPO or a
+    constrained PPO (P3O, PPOLagrangian) that learns from the env's costs.
 
     Args:
         env: The adapted environment.
@@ -56,7 +60,13 @@ class BatonRunner:
         # Under torchrun only rank 0 writes logs and checkpoints.
         self.is_main = distributed is None or distributed.is_main
         self.log_dir = Path(log_dir) if log_dir is not None and self.is_main else None
-        self.train_cfg = to_rsl_rl_dict(cfg, multi_gpu=distributed.rsl_rl_cfg() if distributed else None)
+        cost_names = env.env.cost_manager.names
+        if cfg.algorithm.is_constrained and not cost_names:
+            raise ValueError(f"agent.algorithm.class_name={cfg.algorithm.class_name} learns from constraint costs, "
+                             "but this task has no `costs` (TaskCfg.costs is empty): add CostTermCfg terms to the "
+                             "task's `costs`, or train it with class_name=PPO")
+        self.train_cfg = to_rsl_rl_dict(cfg, multi_gpu=distributed.rsl_rl_cfg() if distributed else None,
+                                        num_costs=len(cost_names))
         # rsl-rl prints the observation sets and both models while it builds them; that text is
         # kept for `verbose` callers instead of filling every command's output. Errors still raise.
         summary = io.StringIO()
@@ -64,6 +74,10 @@ class BatonRunner:
             self.alg: PPO = PPO.construct_algorithm(env.get_observations(), env, self.train_cfg, device)
         self.model_summary = summary.getvalue()
         """rsl-rl's printout of the observation sets and the actor and critic models."""
+        self.constrained = isinstance(self.alg, ConstrainedPPO)
+        """Whether the algorithm learns from the costs (P3O, PPOLagrangian)."""
+        self.cost_stats = RolloutCostStats(cost_names, env.device)
+        """Per-cost rollout statistics, logged for every algorithm."""
         if verbose:
             print(self.model_summary, end="")
         self.iteration = 0
@@ -124,6 +138,7 @@ class BatonRunner:
                     obs, rewards, dones = obs.to(self.device), rewards.to(self.device), dones.to(self.device)
                     self.alg.process_env_step(obs, rewards, dones, extras)
                     self._track_episodes(rewards, dones)
+                    self.cost_stats.record(extras["costs"])
                     if extras.get("log"):
                         episode_logs.append(extras["log"])
                 if self.stop_requested and stop_mid_iteration:
@@ -134,6 +149,9 @@ class BatonRunner:
                 self.env.env.curriculum_manager.observe_advantages(abs_advantage.to(self.env.device))
             collect_time = time.perf_counter() - start
             start = time.perf_counter()
+            cost_limits = self.env.env.cost_manager.limits.clone()  # curricula may move them: read every iteration
+            if self.constrained:
+                self.alg.set_cost_limits(cost_limits)
             losses = self.alg.update()
             learn_time = time.perf_counter() - start
 
@@ -141,6 +159,7 @@ class BatonRunner:
             steps = self.cfg.num_steps_per_env * self.env.num_envs
             self.total_env_steps += steps
             stats = self._iteration_stats(losses, episode_logs, steps, collect_time, learn_time)
+            stats.update(self.cost_stats.stats(cost_limits, stats, self.alg.constraint_stats() if self.constrained else {}))
             self._write_tensorboard(stats)
             bar.update(1)
             bar.set_postfix(
@@ -212,10 +231,12 @@ class BatonRunner:
     # Checkpoints.
 
     def state_dict(self) -> dict:
-        """Everything a resumed run needs: models (with normaliser statistics), optimizer, curriculum."""
+        """Everything a resumed run needs: models (with normaliser statistics), optimizer, curriculum;
+        for a constrained algorithm also the cost critic and the multipliers."""
         state = self.alg.save()
         state.update(
             version=CHECKPOINT_VERSION,
+            algorithm=self.cfg.algorithm.class_name,
             iter=self.iteration,
             total_env_steps=self.total_env_steps,
             curriculum=self.env.env.curriculum_manager.state_dict(),
@@ -230,20 +251,35 @@ class BatonRunner:
     def load(self, path: str | Path, load_optimizer: bool = True) -> None:
         """Restore a checkpoint of `state_dict`.
 
+        Resuming training (`load_optimizer=True`) needs a checkpoint of the same algorithm. Loading
+        only the policy (play, export) takes the actor and critic of a checkpoint of any algorithm,
+        and the cost critic and multipliers too where both are of the same constrained algorithm.
+
         Raises:
             FileNotFoundError: No file at `path`.
-            CheckpointError: The file is unreadable, of another version, or its models have other
-                parameters or shapes than this runner's (a checkpoint of another task or network).
+            CheckpointError: The file is unreadable, of another version or (for resuming) of another
+                algorithm, or its models have other parameters or shapes than this runner's (a
+                checkpoint of another task, network or set of costs).
         """
         state = checkpoint.load(path, map_location=self.device)
         if state.get("version") != CHECKPOINT_VERSION:
             raise checkpoint.CheckpointError(
                 f"checkpoint {path} has version {state.get('version')}, expected {CHECKPOINT_VERSION}")
+        saved_algorithm, algorithm = state.get("algorithm", "PPO"), self.cfg.algorithm.class_name
+        if load_optimizer and saved_algorithm != algorithm:
+            raise checkpoint.CheckpointError(
+                f"checkpoint {path} was trained with {saved_algorithm}, this run uses {algorithm}: resume it with "
+                f"agent.algorithm.class_name={saved_algorithm}")
+        same_constrained = self.constrained and saved_algorithm == algorithm
         current = self.alg.save()
-        for model in ("actor", "critic"):
+        models = ("actor", "critic", "cost_critic") if same_constrained else ("actor", "critic")
+        for model in models:
             key = f"{model}_state_dict"
             _check_shapes(path, model, state.get(key, {}), current[key])
-        self.alg.load(state, {"actor": True, "critic": True, "optimizer": load_optimizer, "iteration": True}, strict=True)
+        if same_constrained:
+            _check_shapes(path, "constraint", state.get("constraint_state_dict", {}), current["constraint_state_dict"])
+        self.alg.load(state, {"actor": True, "critic": True, "optimizer": load_optimizer, "iteration": True,
+                              "cost_critic": same_constrained, "constraint": same_constrained}, strict=True)
         self.iteration = int(state["iter"])
         self.total_env_steps = int(state["total_env_steps"])
         self.env.env.curriculum_manager.load_state_dict(state["curriculum"])
