@@ -69,6 +69,10 @@ mount), legs and wheels with about 6 cm of margin [m]."""
 MIN_TARGET_Z = -0.38
 """Lowest target in the arm base frame: 0.08 m above the ground at the nominal stance [m]."""
 
+ARM_ACTION_SCALE = 0.25
+"""Arm position target per unit action [rad]: at 0.5 the initial exploration noise alone (std 0.8)
+drives the shoulder servo (kp 160) past its torque limit on most steps."""
+
 TORQUE_FRACTION = 0.8
 """Share of an arm motor's torque limit that counts as over-torque [-]."""
 
@@ -123,7 +127,7 @@ def make_wl_loco_manip_cfg(play: bool = False) -> TaskCfg:
     cfg.episode_length_s = 12.0
 
     # One policy, three action terms: legs (position), wheels (velocity), arm (position); the gripper is held.
-    cfg.actions["arm"] = ActionTermCfg(cls=JointPositionAction, joints=arm, scale=0.5)
+    cfg.actions["arm"] = ActionTermCfg(cls=JointPositionAction, joints=arm, scale=ARM_ACTION_SCALE)
     cfg.deploy.held_joints = (GRIPPER_JOINT,)
     cfg.events["arm_stowed"].params["joints"] = cfg.deploy.held_joints
     cfg.events["reset_arm"] = EventTermCfg(
@@ -233,7 +237,7 @@ def make_wl_loco_manip_agent_cfg() -> RunnerCfg:
         save_interval=50,
         obs_groups={"actor": ["policy"], "critic": ["critic"]},
         policy=PolicyCfg(actor_hidden_dims=(256, 128, 64), critic_hidden_dims=(256, 128, 64), init_noise_std=0.8),
-        algorithm=AlgorithmCfg(learning_rate=1e-3, entropy_coef=0.005, num_mini_batches=4),
+        algorithm=AlgorithmCfg(class_name="P3O", learning_rate=1e-3, entropy_coef=0.005, num_mini_batches=4),
     )
 
 

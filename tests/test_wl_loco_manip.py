@@ -13,10 +13,7 @@ from batonlab.env.env import BatonEnv
 from batonlab.robots import wheel_legged as wl
 from batonlab.robots.arm6 import ARM_JOINTS
 from batonlab.tasks import make_task_cfg
-from batonlab.tasks.wl_loco_manip import EE_COMMAND, EE_SENSOR, SHELL_RADIUS, TARGET_LIMITS
-
-ARM_SCALE = 0.5
-
+from batonlab.tasks.wl_loco_manip import ARM_ACTION_SCALE, EE_COMMAND, EE_SENSOR, SHELL_RADIUS, TARGET_LIMITS
 
 def make_env(num_envs: int = 8) -> BatonEnv:
     cfg = make_task_cfg("wl_loco_manip", play=True)
@@ -37,7 +34,7 @@ def arm_actions(env: BatonEnv, targets: dict[str, float]) -> torch.Tensor:
     home = wl.home_pose(with_arm=True)
     offset = len(wl.LEG_JOINTS) + len(wl.WHEEL_JOINTS)
     for name, value in targets.items():
-        actions[:, offset + ARM_JOINTS.index(name)] = (value - home[name]) / ARM_SCALE
+        actions[:, offset + ARM_JOINTS.index(name)] = (value - home[name]) / ARM_ACTION_SCALE
     return actions
 
 
