@@ -27,6 +27,8 @@ BAD_OVERRIDES = [
     (["seeed=1"], "unknown top-level key 'seeed'; valid top-level keys: ['task', 'seed'"),
     (["env.seed=3"], "use seed=..."),
     (["resume=true", "run_dir=nowhere"], "run_dir nowhere does not exist"),
+    (["agent.algorithm.class_name=P3O"], "agent.algorithm.class_name=P3O learns from constraint costs and this task has none"),
+    (["agent.algorithm.class_name=Bogus"], "agent.algorithm.class_name=Bogus: expected one of ['PPO', 'P3O', 'PPOLagrangian']"),
 ]
 
 

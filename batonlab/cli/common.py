@@ -261,6 +261,9 @@ def _validate(top: CliOptions, task: TaskCfg, agent: RunnerCfg) -> None:
         raise CliError(str(err)) from None
     if task.sim.backend not in BACKENDS:
         raise CliError(f"env.sim.backend={task.sim.backend}: expected one of {list(BACKENDS)}")
+    if agent.algorithm.is_constrained and not task.costs:
+        raise CliError(f"agent.algorithm.class_name={agent.algorithm.class_name} learns from constraint costs and this "
+                       "task has none (env.costs is empty): use agent.algorithm.class_name=PPO")
     _check_device("device", top.device)
     _check_device("env.sim.device", task.sim.device)
 
