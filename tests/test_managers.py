@@ -187,6 +187,8 @@ def test_curriculum_logs_and_state_round_trip_and_an_empty_manager_is_a_null_obj
     assert restored.terms["levels"].level == 2
     with pytest.raises(KeyError, match="curriculum state for \\['other'\\]"):
         restored.load_state_dict({"other": {}})
+    restored.load_state_dict({"other": {}, "levels": {"level": 4}}, strict=False)  # play: dropped terms are skipped
+    assert restored.terms["levels"].level == 4
     empty = CurriculumManager(env, {})
     assert empty.update(torch.tensor([0])) == {} and empty.state_dict() == {}
 

@@ -40,10 +40,7 @@ def arm_actions(env: BatonEnv, targets: dict[str, float]) -> torch.Tensor:
 
 def test_targets_are_clear_of_the_robot_and_inside_the_live_ranges(env):
     term = env.command_manager.terms[EE_COMMAND]
-    stowed = cartesian_to_spherical(term.stowed_position, term.shoulder)
-    for key, (low, high) in term.ranges.items():  # the workspace curriculum starts around the stowed pose
-        assert low <= float(stowed[key]) <= high and high - low < 0.31, key
-    term.ranges.update(TARGET_LIMITS)
+    assert term.ranges == TARGET_LIMITS, "play tests the final task: the widest ranges"
     goals = term.sample(4096)
     assert not torch.isnan(goals).any(), "the default ranges leave room for a clear draw"
     assert clear_of_robot(goals, term.keep_out_box, term.min_z).all()
@@ -52,6 +49,17 @@ def test_targets_are_clear_of_the_robot_and_inside_the_live_ranges(env):
         assert ((spherical[key] >= low - 1e-5) & (spherical[key] <= high + 1e-5)).all(), key
     # The draws cover the ranges (not one corner of them).
     assert spherical["yaw"].min() < -1.0 and spherical["yaw"].max() > 1.0
+
+
+def test_training_starts_with_targets_around_the_stowed_pose():
+    cfg = make_task_cfg("wl_loco_manip")
+    cfg.num_envs = 2
+    env = BatonEnv(cfg)
+    term = env.command_manager.terms[EE_COMMAND]
+    stowed = cartesian_to_spherical(term.stowed_position, term.shoulder)
+    for key, (low, high) in term.ranges.items():  # the arm workspace curriculum starts here
+        assert low <= float(stowed[key]) <= high and high - low < 0.31, key
+    env.close()
 
 
 def test_a_range_with_no_clear_point_keeps_the_target_where_it_is():

@@ -43,9 +43,17 @@ class CurriculumManager:
     def state_dict(self) -> dict:
         return {name: t.state_dict() for name, t in self.terms.items() if hasattr(t, "state_dict")}
 
-    def load_state_dict(self, state: dict) -> None:
+    def load_state_dict(self, state: dict, strict: bool = True) -> None:
+        """Restore the terms' state.
+
+        Args:
+            strict: A state for a term this task lacks is an error (resuming training must continue
+                the same curricula). False (playing or exporting a checkpoint) skips those states:
+                a play task may drop a curriculum, e.g. to test on the final, widest commands.
+        """
         unknown = sorted(set(state) - set(self.terms))
-        if unknown:
+        if unknown and strict:
             raise KeyError(f"checkpoint has curriculum state for {unknown}, the task has {list(self.terms)}")
         for name, term_state in state.items():
-            self.terms[name].load_state_dict(term_state)
+            if name in self.terms:
+                self.terms[name].load_state_dict(term_state)

@@ -62,7 +62,7 @@ class BatonEnv:
         self.action_manager = ActionManager(self, cfg.actions)
         self.command_manager = CommandManager(self, cfg.commands)
         self.event_manager = EventManager(self, cfg.events)
-        self.reward_manager = RewardManager(self, cfg.rewards)
+        self.reward_manager = RewardManager(self, cfg.rewards, cfg.only_positive_rewards, cfg.termination_rewards)
         self.cost_manager = CostManager(self, cfg.costs)
         self.termination_manager = TerminationManager(self, cfg.terminations)
         self.curriculum_manager = CurriculumManager(self, cfg.curriculum)

@@ -17,22 +17,29 @@ class RewardManager:
     is then up to date), and its episode sum is logged from the start.
     """
 
-    def __init__(self, env, cfgs: dict[str, RewardTermCfg]):
+    def __init__(self, env, cfgs: dict[str, RewardTermCfg], only_positive: bool = False,
+                 unclipped: tuple[str, ...] = ()):
+        """Args:
+            only_positive: Clip each step's total at zero (`TaskCfg.only_positive_rewards`).
+            unclipped: Terms added after that clip (`TaskCfg.termination_rewards`).
+        """
         self.env = env
         self.cfgs = cfgs
+        self.only_positive = only_positive
+        self.unclipped = frozenset(unclipped)
         self.terms = {name: build_term(c.func, c.params, env, f"rewards['{name}']") for name, c in cfgs.items()}
         self.episode_sums = {name: torch.zeros(env.num_envs, device=env.device) for name in self.terms}
         self.reward = torch.zeros(env.num_envs, device=env.device)
 
     def compute(self, dt: float) -> torch.Tensor:
         self.reward.zero_()
-        clip = self.env.cfg.only_positive_rewards
+        clip = self.only_positive
         after_clip = torch.zeros_like(self.reward) if clip else self.reward
         for name, term in self.terms.items():
             value = term(self.env) * (self.cfgs[name].weight * dt)
             if value.shape != self.reward.shape:
                 raise ValueError(f"reward term '{name}' must return (num_envs,), got {tuple(value.shape)}")
-            (after_clip if clip and name in self.env.cfg.termination_rewards else self.reward).add_(value)
+            (after_clip if clip and name in self.unclipped else self.reward).add_(value)
             self.episode_sums[name] += value
         if clip:
             self.reward.clamp_(min=0.0).add_(after_clip)

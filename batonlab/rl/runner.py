@@ -282,7 +282,8 @@ class BatonRunner:
                               "cost_critic": same_constrained, "constraint": same_constrained}, strict=True)
         self.iteration = int(state["iter"])
         self.total_env_steps = int(state["total_env_steps"])
-        self.env.env.curriculum_manager.load_state_dict(state["curriculum"])
+        # Resuming restores every curriculum; playing or exporting may run a task that drops some.
+        self.env.env.curriculum_manager.load_state_dict(state["curriculum"], strict=load_optimizer)
         self.env.env.common_step_counter = int(state["common_step_counter"])
 
     def inference_policy(self):
