@@ -33,15 +33,15 @@ from batonlab.rl.evaluate import evaluate
 from batonlab.rl.runner import BatonRunner
 from batonlab.rl.vecenv import RslRlVecEnv
 from batonlab.tasks import make_agent_cfg, make_task_cfg
-from batonlab.tasks.wl_loco_manip import EE_COMMAND
+from batonlab.tasks.wl_loco_manip import EE_COMMAND, EE_SENSOR
 
 TASK = "wl_loco_manip"
 
 VARIANTS: dict[str, tuple[str, bool]] = {
-    "ppo": ("PPO", False),
-    "ppo+cur": ("PPO", True),
-    "p3o": ("P3O", False),
     "p3o+cur": ("P3O", True),
+    "p3o": ("P3O", False),
+    "ppo+cur": ("PPO", True),
+    "ppo": ("PPO", False),
     "lagrangian+cur": ("PPOLagrangian", True),
 }
 """Variant name → (algorithm class name, curricula on)."""
@@ -60,6 +60,10 @@ class VariantResult:
     """Mean |v − v_cmd| over the test episodes [m/s]."""
     ee_error: float
     """Mean end-effector error over the test episodes [m]."""
+    settled_ee_error: float
+    """Mean end-effector error over the steps whose target finished gliding [m]."""
+    stowed_ee_error: float
+    """The same for an arm left stowed (what an untrained policy's zero mean action holds) [m]."""
     survival: float
     violation_rate: dict[str, float]
     """Per cost: fraction of test steps with cost > 0."""
@@ -102,6 +106,8 @@ def test(policy, seed: int, episodes: int) -> dict:
     cfg.curriculum = {}
     env = BatonEnv(cfg)
     names = env.cost_manager.names
+    target = env.command_manager.terms[EE_COMMAND]
+    settled = torch.zeros(3)  # policy error, stowed-arm error, steps: over targets that finished gliding
     cost_sum = torch.zeros(episodes, len(names))
     violations = torch.zeros(len(names))
     steps = torch.zeros(())
@@ -113,6 +119,10 @@ def test(policy, seed: int, episodes: int) -> dict:
             return
         costs = env.extras["costs"].cpu()
         cost_sum[counting] += costs[counting]
+        still = counting & (target.phase >= 1.0).cpu()
+        errors = [torch.linalg.vector_norm(p - target.command, dim=-1).cpu()[still].sum()
+                  for p in (env.sim.sensor(EE_SENSOR), target.stowed_position)]
+        settled.add_(torch.stack([*errors, still.sum()]))
         violations.add_((costs[counting] > 0).float().sum(dim=0))
         steps += counting.sum()
         counting.logical_and_(~done.cpu())
@@ -123,6 +133,8 @@ def test(policy, seed: int, episodes: int) -> dict:
         "speed_error": float(result.mean_errors["base_velocity/lin_vel_error"].mean()),
         "ee_error": float(result.mean_errors[f"{EE_COMMAND}/ee_error"].mean()),
         "survival": float(1.0 - result.terminated.mean()),
+        "settled_ee_error": float(settled[0] / settled[2].clamp(min=1)),
+        "stowed_ee_error": float(settled[1] / settled[2].clamp(min=1)),
         "violation_rate": {n: float(violations[k] / steps) for k, n in enumerate(names)},
         "episode_cost": {n: float(cost_sum[:, k].mean()) for k, n in enumerate(names)},
     }
@@ -133,12 +145,13 @@ def table(results: list[VariantResult]) -> str:
     by_variant: dict[str, list[VariantResult]] = {}
     for r in results:
         by_variant.setdefault(r.name, []).append(r)
-    header = ["variant", "speed err [m/s]", "ee err [m]", "survival"]
+    header = ["variant", "speed err [m/s]", "ee err [m]", "settled ee err [m] (stowed)", "survival"]
     header += [f"{n} viol." for n in names] + [f"{n} ep. cost" for n in names]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for name, runs in by_variant.items():
         mean = lambda f: float(np.mean([f(r) for r in runs]))  # noqa: E731 (one line per column)
         row = [f"{name} (n={len(runs)})", f"{mean(lambda r: r.speed_error):.3f}", f"{mean(lambda r: r.ee_error):.3f}",
+               f"{mean(lambda r: r.settled_ee_error):.3f} ({mean(lambda r: r.stowed_ee_error):.3f})",
                f"{mean(lambda r: r.survival):.3f}"]
         row += [f"{mean(lambda r, n=n: r.violation_rate[n]):.4f}" for n in names]
         row += [f"{mean(lambda r, n=n: r.episode_cost[n]):.2f}" for n in names]
@@ -200,6 +213,7 @@ def main() -> None:
             scores = test(policy, seed, args.eval_episodes)
             results.append(VariantResult(name, seed, train_time_s=seconds, history=history, **scores))
             print(f"[loco_manip] {name} seed {seed}: trained in {seconds:.0f} s; ee error {scores['ee_error']:.3f} m, "
+                  f"(settled {scores['settled_ee_error']:.3f}, stowed arm {scores['stowed_ee_error']:.3f}), "
                   f"speed error {scores['speed_error']:.3f} m/s, survival {scores['survival']:.3f}, "
                   f"violations {', '.join(f'{k} {v:.4f}' for k, v in scores['violation_rate'].items())}", flush=True)
             (args.out / "results.json").write_text(json.dumps([vars(r) for r in results], indent=1))
