@@ -52,6 +52,19 @@ class CommandTerm(abc.ABC):
     def sample(self, n: int) -> torch.Tensor:
         """New commands for n envs, shape (n, dim)."""
 
+    def marker_id(self, mocap_body: str | None) -> int | None:
+        """Mocap index of a marker body that shows the command in videos (None: no marker).
+
+        Raises:
+            KeyError: no such body. ValueError: the body is not a mocap body.
+        """
+        if mocap_body is None:
+            return None
+        mocap_id = int(self.env.scene.model.body_mocapid[self.env.scene.body_id(mocap_body)])
+        if mocap_id < 0:
+            raise ValueError(f"body '{mocap_body}' is not a mocap body")
+        return mocap_id
+
     def default_value(self) -> tuple[float, ...] | None:
         """The command a robot uses before (or without) an operator, e.g. standing still; None:
         there is no safe default and the robot must receive one before it starts."""
@@ -94,12 +107,7 @@ class UniformPositionCommand(CommandTerm):
         self.low = torch.tensor([x_range[0], y_range[0], z_range[0]], device=env.device)
         self.high = torch.tensor([x_range[1], y_range[1], z_range[1]], device=env.device)
         self.base_offset_w = torch.tensor(base_offset_w, device=env.device)
-        self.mocap_id = None
-        if marker_mocap is not None:
-            body = env.scene.body_id(marker_mocap)
-            self.mocap_id = int(env.scene.model.body_mocapid[body])
-            if self.mocap_id < 0:
-                raise ValueError(f"body '{marker_mocap}' is not a mocap body")
+        self.mocap_id = self.marker_id(marker_mocap)
 
     def sample(self, n: int) -> torch.Tensor:
         return self.low + (self.high - self.low) * self.env.uniform((n, 3), 0.0, 1.0)

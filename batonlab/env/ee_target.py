@@ -117,12 +117,7 @@ class EndEffectorTargetCommand(CommandTerm):
         """Progress of the glide from `start` to `goal`, in [0, 1]."""
         self.command[:] = self.stowed_position
         self.metrics = {k: torch.zeros(env.num_envs, device=device) for k in ("ee_error", "time")}
-        self.mocap_id = None
-        if marker_mocap is not None:
-            body = env.scene.body_id(marker_mocap)
-            self.mocap_id = int(env.scene.model.body_mocapid[body])
-            if self.mocap_id < 0:
-                raise ValueError(f"body '{marker_mocap}' is not a mocap body")
+        self.mocap_id = self.marker_id(marker_mocap)
 
     def sample(self, n: int) -> torch.Tensor:
         """Goals for n envs: the first of `NUM_CANDIDATES` draws clear of the robot; NaN where none is."""
