@@ -80,3 +80,18 @@ def wl_balance_policy(tmp_path_factory):
 
     return train_and_export("wl_balance", tmp_path_factory.mktemp("wl_balance_policy") / "exported", num_envs=512,
                             iterations=64, learner_threads=1)
+
+
+@pytest.fixture(scope="session")
+def wl_loco_manip_policy(tmp_path_factory):
+    """wl_loco_manip trained from scratch with its defaults (P3O, the three curricula; 512 envs × 24 steps
+    × 200 iterations = 2.46M env steps, about 6 min on 2 idle cores, one learner thread) and exported, once
+    per session: the learning test and the sim-to-sim test share it. The base learns to balance first
+    (about 1.5M steps), the arm after it: a smaller budget leaves a robot that still falls.
+
+    Returns `ros.training.TrainedPolicy`.
+    """
+    from ros.training import train_and_export
+
+    return train_and_export("wl_loco_manip", tmp_path_factory.mktemp("wl_loco_manip_policy") / "exported",
+                            num_envs=512, iterations=200, learner_threads=1)

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from batonlab.cli.deploy import DEPLOY_ROS_DIR
+from batonlab.env.commands import episode_mean_errors
 from batonlab.env.env import BatonEnv
 from batonlab.export.onnx import export
 from batonlab.rl.evaluate import evaluate
@@ -87,6 +88,8 @@ class Episodes:
     """(num_seeds,) bool, ended by a failure rather than by the time limit."""
     speed_errors: np.ndarray | None = None
     """(num_seeds,) mean |v - v_cmd| of each episode [m/s]; None for tasks without a velocity command."""
+    mean_errors: dict[str, np.ndarray] | None = None
+    """(num_seeds,) per command metric (`episode_mean_errors`, e.g. `ee_target/ee_error` [m])."""
 
 
 FixedFields = dict[str, dict[str, float]]
@@ -108,18 +111,20 @@ def play_on_seeds(task: str, policy, seeds: range, fixed_fields: FixedFields | N
         for field, value in fields.items():
             env.command_manager.terms[command].fix_field(field, value)
     speed_command = velocity_command(env)
-    results, errors = [], []
+    results, errors, mean_errors = [], [], []
 
     def read_speed_error(env, obs, actions, done) -> None:
         if done is not None and bool(done[0]):  # the one episode `evaluate` runs ended on this step
             errors.append(mean_speed_error(env.extras, speed_command))
+            mean_errors.append({k: float(v[0]) for k, v in episode_mean_errors(env.extras["command_metrics"]).items()})
 
     for seed in seeds:
         seed_episode(env, seed)
         results.append(evaluate(env, policy, progress=False, step_callback=read_speed_error))
     env.close()
     return Episodes(*(np.array([getattr(r, field)[0] for r in results]) for field in ("successes", "lengths", "terminated")),
-                    speed_errors=np.array(errors) if speed_command is not None else None)
+                    speed_errors=np.array(errors) if speed_command is not None else None,
+                    mean_errors=_by_key(mean_errors))
 
 
 @torch.inference_mode()
@@ -161,4 +166,10 @@ def sim_robot_on_seeds(task: str, policy, seeds: range, fixed_fields: FixedField
     errors = [r.mean_speed_error for r in results]
     return Episodes(np.array([r.success for r in results]), np.array([r.length for r in results]),
                     np.array([r.terminated for r in results]),
-                    speed_errors=None if errors[0] is None else np.array(errors))
+                    speed_errors=None if errors[0] is None else np.array(errors),
+                    mean_errors=_by_key([r.mean_errors for r in results]))
+
+
+def _by_key(per_episode: list[dict[str, float]]) -> dict[str, np.ndarray]:
+    """[{metric: value}] per episode → {metric: (num_episodes,)}."""
+    return {key: np.array([e[key] for e in per_episode]) for key in (per_episode[0] if per_episode else {})}
