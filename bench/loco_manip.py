@@ -149,7 +149,9 @@ def table(results: list[VariantResult]) -> str:
     header += [f"{n} viol." for n in names] + [f"{n} ep. cost" for n in names]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for name, runs in by_variant.items():
-        mean = lambda f: float(np.mean([f(r) for r in runs]))  # noqa: E731 (one line per column)
+        def mean(field, runs=runs) -> float:
+            return float(np.mean([field(r) for r in runs]))
+
         row = [f"{name} (n={len(runs)})", f"{mean(lambda r: r.speed_error):.3f}", f"{mean(lambda r: r.ee_error):.3f}",
                f"{mean(lambda r: r.settled_ee_error):.3f} ({mean(lambda r: r.stowed_ee_error):.3f})",
                f"{mean(lambda r: r.survival):.3f}"]
