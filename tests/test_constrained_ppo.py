@@ -256,7 +256,7 @@ def test_algorithm_selection_and_its_errors():
 def test_cli_overrides_select_the_algorithm(capsys):
     from batonlab.cli.common import build_invocation
 
-    inv = build_invocation(["task=arm_reach", "agent.algorithm.class_name=PPOLagrangian",
+    inv = build_invocation(["task=wl_loco_manip", "agent.algorithm.class_name=PPOLagrangian",
                             "agent.algorithm.constraint.multiplier_update=pid", "agent.algorithm.constraint.pid_kp=3"])
     assert inv.agent.algorithm.class_name == "PPOLagrangian"
     assert inv.agent.algorithm.constraint.multiplier_update == "pid" and inv.agent.algorithm.constraint.pid_kp == 3.0

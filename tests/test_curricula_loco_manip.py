@@ -263,9 +263,11 @@ def test_arm_workspace_judges_per_second_over_all_listed_terms_and_ignores_envs_
     env.common_step_counter = term.interval_steps
     env.reset()
     assert term._count == 0 and ranges == start
-    # A perfect coarse term and a silent fine one: 1.5 of 2.5 per second, below the fraction.
-    log = _finish_episodes(env, {"ee_track": 1.5 * 12.0, "ee_track_fine": 0.0})
-    assert log["Curriculum/arm_workspace/score"] == pytest.approx(0.6) and ranges == start
+    # A perfect coarse term and a silent fine one: the coarse weight's share per second, below the fraction.
+    coarse, fine = (env.reward_manager.cfgs[name].weight for name in ARM_TERMS)
+    assert coarse / (coarse + fine) < _workspace_cfg().params["fraction"]
+    log = _finish_episodes(env, {"ee_track": coarse * 12.0, "ee_track_fine": 0.0})
+    assert log["Curriculum/arm_workspace/score"] == pytest.approx(coarse / (coarse + fine)) and ranges == start
     # Half the sum in half the time (an episode cut short) is the same good tracking.
     env.common_step_counter += term.interval_steps
     _finish_episodes(env, _arm_sums(env, 0.9, seconds=6.0), seconds=6.0)
