@@ -145,3 +145,20 @@ def test_only_positive_rewards_clip_the_sum_but_keep_the_fall_penalty():
             assert (reward[terminated] < 0).all(), "the termination penalty is added after the clip"
     assert fell
     env.close()
+
+
+def test_the_target_marker_follows_the_command_in_the_world_and_shows_in_the_video():
+    """`batonlab play`'s video shows where the gripper should go: the marker sits at the target, carried by the base."""
+    from batonlab.env.mdp_locomotion import quat_rotate, root_pos_w, root_quat_w
+
+    env = make_env(num_envs=2)
+    term = env.command_manager.terms[EE_COMMAND]
+    env.reset()
+    for _ in range(40):
+        env.step(torch.zeros(2, env.num_actions))
+    expected = root_pos_w(env) + quat_rotate(root_quat_w(env), term.mount_offset + term.command)
+    assert torch.allclose(env.sim.mocap_pos[:, term.mocap_id], expected, atol=1e-5)
+    frame = env.render([0], (240, 320))[0].astype(int)
+    green = (frame[..., 1] > 150) & (frame[..., 0] < 100) & (frame[..., 2] < 120)
+    assert green.sum() > 10, "the green target marker is not in the frame"
+    env.close()
