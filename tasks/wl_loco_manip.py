@@ -43,11 +43,11 @@ from batonlab.env.cfg import (
 )
 from batonlab.env.ee_target import EndEffectorTargetCommand
 from batonlab.rewards import constraints, regularizers, tracking
-from batonlab.rl.cfg import AlgorithmCfg, PolicyCfg, RunnerCfg
+from batonlab.rl.cfg import RunnerCfg
 from batonlab.robots import wheel_legged as wl
 from batonlab.robots.arm6 import ARM_JOINTS, GRIPPER_JOINT
 from batonlab.tasks import register
-from batonlab.tasks.wl_balance import COMMAND, make_wl_balance_cfg, make_wl_scene_spec
+from batonlab.tasks.wl_balance import COMMAND, make_wl_balance_agent_cfg, make_wl_balance_cfg, make_wl_scene_spec
 
 EE_COMMAND = "ee_target"
 EE_SENSOR = "ee_pos_b"
@@ -234,15 +234,14 @@ def ee_tracked_and_survived(env, command: str, max_mean_error: float) -> torch.T
 
 
 def make_wl_loco_manip_agent_cfg() -> RunnerCfg:
-    return RunnerCfg(
-        experiment_name="wl_loco_manip",
-        num_steps_per_env=24,
-        max_iterations=500,
-        save_interval=50,
-        obs_groups={"actor": ["policy"], "critic": ["critic"]},
-        policy=PolicyCfg(actor_hidden_dims=(256, 128, 64), critic_hidden_dims=(256, 128, 64), init_noise_std=0.5),
-        algorithm=AlgorithmCfg(class_name="P3O", learning_rate=1e-3, entropy_coef=0.005, num_mini_batches=4),
-    )
+    """wl_balance's runner with wider networks, lower initial noise (see `ARM_ACTION_SCALE`) and P3O."""
+    cfg = make_wl_balance_agent_cfg()
+    cfg.experiment_name = "wl_loco_manip"
+    cfg.max_iterations = 500
+    cfg.policy.actor_hidden_dims = cfg.policy.critic_hidden_dims = (256, 128, 64)
+    cfg.policy.init_noise_std = 0.5
+    cfg.algorithm.class_name = "P3O"
+    return cfg
 
 
 register("wl_loco_manip", make_wl_loco_manip_cfg, make_wl_loco_manip_agent_cfg,
