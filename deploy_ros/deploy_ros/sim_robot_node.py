@@ -326,6 +326,11 @@ def main(args=None) -> int:
     except ConfigError as err:
         print(f"[sim_robot_node] refusing to start: {err}", file=sys.stderr, flush=True)
         code = 2
+    except RuntimeError:
+        # A stop signal that shuts the context down while the physics timer publishes surfaces as rclpy's
+        # "publisher's context is invalid" (RCLError, a RuntimeError): that is a stop, not a failure.
+        if rclpy.ok():
+            raise
     finally:
         if node is not None:
             node.robot.close()
