@@ -8,9 +8,6 @@ randomised per world, and each episode starts from a randomised pose.
 
 from __future__ import annotations
 
-import mujoco
-import numpy as np
-
 from batonlab.env import mdp
 from batonlab.env.actions import JointPositionAction
 from batonlab.env.cfg import (
@@ -28,37 +25,15 @@ from batonlab.env.cfg import (
 from batonlab.env.commands import UniformPositionCommand
 from batonlab.rewards import regularizers, tracking
 from batonlab.rl.cfg import AlgorithmCfg, PolicyCfg, RunnerCfg
-from batonlab.robots.arm6 import ARM_JOINTS, attach_arm6, home_pose
+from batonlab.robots.arm6 import ARM_JOINTS, home_pose
 from batonlab.tasks import register
+from batonlab.tasks.table_scene import make_table_arm_spec
 
 TARGET_BOX_B = {"x_range": (0.25, 0.55), "y_range": (-0.3, 0.3), "z_range": (0.10, 0.45)}
 """Where targets are drawn, in the arm base frame [m]."""
 
 SUCCESS_THRESHOLD = 0.03
 """Tool-centre point to target distance that counts as reached [m]."""
-
-
-def make_table_arm_spec() -> mujoco.MjSpec:
-    """Arm6 on a table top (base frame = world frame), a target marker and an overview camera."""
-    spec = mujoco.MjSpec()
-    spec.modelname = "table_arm6"
-    spec.option.timestep = 0.005
-    world = spec.worldbody
-    world.add_light(pos=[0.3, -0.5, 2.0], dir=[0, 0.2, -1], diffuse=[0.8, 0.8, 0.8])
-    world.add_geom(name="floor", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[2, 2, 0.05], pos=[0, 0, -0.75], rgba=[0.35, 0.4, 0.45, 1])
-    world.add_geom(name="table", type=mujoco.mjtGeom.mjGEOM_BOX, size=[0.45, 0.6, 0.02], pos=[0.3, 0, -0.02], rgba=[0.55, 0.42, 0.3, 1])
-    target = world.add_body(name="target", mocap=True, pos=[0.45, 0, 0.3])
-    target.add_geom(type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[0.02, 0, 0], contype=0, conaffinity=0, rgba=[0.1, 0.9, 0.2, 0.7])
-    eye, look = np.array([1.25, -0.95, 0.85]), np.array([0.3, 0.0, 0.2])
-    forward = (look - eye) / np.linalg.norm(look - eye)
-    right = np.cross(forward, [0, 0, 1])
-    right /= np.linalg.norm(right)
-    up = np.cross(right, forward)
-    quat = np.zeros(4)
-    mujoco.mju_mat2Quat(quat, np.column_stack([right, up, -forward]).flatten())
-    world.add_camera(name="overview", pos=eye.tolist(), quat=quat.tolist())
-    attach_arm6(spec, world.add_frame(name="arm_mount", pos=[0, 0, 0]))
-    return spec
 
 
 def make_arm_reach_cfg(play: bool = False) -> TaskCfg:

@@ -83,6 +83,9 @@ class JointEffortAction(JointAction):
 class ActionManager:
     """Splits the policy output across action terms, in the order of the config dict.
 
+    Privileged terms (`privileged = True`, e.g. `batonlab.env.virtual_forces.VirtualForceAction`)
+    come last, so that the deployable policy is the first `action_dim - privileged_dim` outputs.
+
     Each env may apply its actions a few control steps late (`set_delay`, randomised by an event):
     `action` stays the policy's latest output, the terms receive the delayed one.
     """
@@ -91,7 +94,15 @@ class ActionManager:
         if not cfgs:
             raise ValueError("a task needs at least one action term")
         self.terms = {name: cfg.cls(env, cfg) for name, cfg in cfgs.items()}
+        privileged = [getattr(t, "privileged", False) for t in self.terms.values()]
+        if privileged != sorted(privileged):
+            raise ValueError(f"privileged action terms must come after all deployable ones (the export cuts them off "
+                             f"the end of the action vector); the order is {list(self.terms)}")
         self.action_dim = sum(t.action_dim for t in self.terms.values())
+        self.privileged_dim = sum(t.action_dim for t, p in zip(self.terms.values(), privileged) if p)
+        """Trailing action dims that only exist in simulation (virtual forces); never exported."""
+        self.deployable_terms = {n: t for (n, t), p in zip(self.terms.items(), privileged) if not p}
+        """The action terms a robot executes, in policy order."""
         self.action = torch.zeros(env.num_envs, self.action_dim, device=env.device)
         self.prev_action = torch.zeros_like(self.action)
         self.delay_steps = torch.zeros(env.num_envs, dtype=torch.long, device=env.device)

@@ -40,6 +40,10 @@ class ObsTermCfg(TermCfg):
     """Multiplier applied last; the policy sees `scale * clip(term + noise)`."""
     history_length: int = 0
     """Number of past frames stacked (0 means only the current frame)."""
+    delay_range_steps: tuple[int, int] = (0, 0)
+    """Latency of the term [control steps]: each env draws its delay uniformly in this range at every
+    reset and sees the value from that many steps ago (a perception pipeline's lag). Applied with the
+    noise, only when the group enables corruption; the robot's own latency is real."""
 
 
 @dataclass
@@ -49,7 +53,10 @@ class ObsGroupCfg:
     terms: dict[str, ObsTermCfg]
     """Terms by name; the order of the dict is the order of the observation vector."""
     enable_corruption: bool = False
-    """Add each term's noise (training); play and export parity turn this off."""
+    """Add each term's noise and delay (training); play and export parity turn this off."""
+    privileged: bool = False
+    """Only the simulator can compute this group (exact object state, masses, contact flags, the
+    privilege level): critics and teachers may read it, an exported policy never does."""
 
 
 @dataclass
@@ -73,6 +80,17 @@ class CostTermCfg(TermCfg):
     """Allowed mean cost per control step (for an indicator: the allowed fraction of steps in
     violation). The expected discounted cost limit of the constrained-RL literature is
     d_k = limit / (1 - gamma); curricula may move it during training (`env.cost_manager.limits`)."""
+
+
+@dataclass
+class PrivilegeTermCfg(TermCfg):
+    """A privilege: help that exists only in simulation (a virtual force on the object, a contact
+    switched off) and fades with the task's privilege level λ ∈ [0, 1] (`env.privilege_manager`).
+
+    `func` is a class built as `cls(env, **params)`; it may define `apply(env)` (every control step,
+    before the physics), `reset(env_ids)` (when envs reset) and `on_level_change(env)` (when the
+    level is forced at once, e.g. to 0 for evaluation).
+    """
 
 
 @dataclass
@@ -116,6 +134,8 @@ class ActionTermCfg:
     """Add the default joint pose (position actions) so that zero action holds the default pose."""
     clip: tuple[float, float] | None = None
     """Clip the raw policy output before scaling."""
+    params: dict[str, Any] = field(default_factory=dict)
+    """Extra keyword arguments of terms that are not joint actions (e.g. `VirtualForceAction`'s body)."""
 
 
 @dataclass
@@ -198,6 +218,11 @@ class TaskCfg:
     events: dict[str, EventTermCfg] = field(default_factory=dict)
     costs: dict[str, CostTermCfg] = field(default_factory=dict)
     curriculum: dict[str, CurriculumTermCfg] = field(default_factory=dict)
+    privileges: dict[str, PrivilegeTermCfg] = field(default_factory=dict)
+    """Simulation-only help faded by `privilege_level` (virtual forces, relaxed contacts)."""
+    privilege_level: float = 1.0
+    """Initial privilege level λ ∈ [0, 1] (a schedule in `curriculum` lowers it); play and export run
+    at 0. Ignored by tasks without privileges."""
     success: TermCfg | None = None
     """Bool term evaluated on the last step of each episode; its mean is the success rate."""
     sim: SimCfg = field(default_factory=SimCfg)
@@ -228,5 +253,13 @@ class TaskCfg:
         for name, group in self.observations.items():
             if not group.terms:
                 raise ValueError(f"observation group '{name}' has no terms")
+        if not 0.0 <= self.privilege_level <= 1.0:
+            raise ValueError(f"privilege_level must be in [0, 1], got {self.privilege_level}")
+        for name, group in self.observations.items():
+            for term_name, term in group.terms.items():
+                low, high = term.delay_range_steps
+                if not 0 <= low <= high:
+                    raise ValueError(f"observations['{name}']['{term_name}'].delay_range_steps must be 0 <= low <= high, "
+                                     f"got {term.delay_range_steps}")
         if self.episode_length_s <= 0:
             raise ValueError(f"episode_length_s must be > 0, got {self.episode_length_s}")

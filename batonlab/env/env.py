@@ -14,6 +14,7 @@ from batonlab.env.commands import CommandManager
 from batonlab.env.curriculum import CurriculumManager
 from batonlab.env.events import EventManager
 from batonlab.env.observations import ObservationManager
+from batonlab.env.privileges import PrivilegeManager
 from batonlab.env.rewards import CostManager, RewardManager
 from batonlab.env.scene import Scene
 from batonlab.env.terminations import TerminationManager
@@ -65,6 +66,7 @@ class BatonEnv:
         self.reward_manager = RewardManager(self, cfg.rewards, cfg.only_positive_rewards, cfg.termination_rewards)
         self.cost_manager = CostManager(self, cfg.costs)
         self.termination_manager = TerminationManager(self, cfg.terminations)
+        self.privilege_manager = PrivilegeManager(self, cfg.privileges, cfg.privilege_level)
         self.curriculum_manager = CurriculumManager(self, cfg.curriculum)
         self.success_term = build_term(cfg.success.func, cfg.success.params, self, "success") if cfg.success else None
         self.event_manager.apply("startup", self.all_env_ids)
@@ -103,8 +105,10 @@ class BatonEnv:
                 "command_metrics" ({command: {metric: (num_envs,)}}, the `metrics` of command terms
                 that keep them, e.g. `BaseVelocityCommand`), valid where the episode ended this step.
         """
-        # 1. Actions become actuator targets; PD runs at the physics rate inside MuJoCo.
+        # 1. Actions become actuator targets; PD runs at the physics rate inside MuJoCo. Privileges
+        #    (scaled by λ) write their virtual forces first, privileged actions add theirs.
         self.action_manager.process(action.to(self.device))
+        self.privilege_manager.apply()
         self.action_manager.apply(self.sim.ctrl)
         # 2. The decimated physics loop, one backend call.
         self.sim.step(self.cfg.sim.decimation)
@@ -178,6 +182,8 @@ class BatonEnv:
         self._reset_state(env_ids)
         for manager in (self.reward_manager, self.cost_manager, self.termination_manager, self.observation_manager):
             log.update(manager.reset(env_ids))
+        if self.privilege_manager.active:
+            log["Privilege/level"] = self.privilege_manager.level
         self.episode_length_buf[env_ids] = 0
 
     def _reset_state(self, env_ids: torch.Tensor) -> None:
@@ -185,6 +191,7 @@ class BatonEnv:
         self.reset_qpos[env_ids] = self.default_qpos
         self.reset_qvel[env_ids] = 0.0
         self.event_manager.apply("reset", env_ids)
+        self.privilege_manager.reset(env_ids)  # contact switches follow λ at each env's reset
         self.sim.reset(env_ids, self.reset_qpos[env_ids], self.reset_qvel[env_ids])
         self.action_manager.reset(env_ids)
         self.command_manager.reset(env_ids)

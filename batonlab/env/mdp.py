@@ -84,3 +84,18 @@ def push_by_setting_velocity(env, env_ids: torch.Tensor, velocity_range: dict[st
         if axis in velocity_range:
             qvel[:, dof + k] += env.uniform(len(env_ids), *velocity_range[axis])
     env.sim.reset(env_ids, qpos, qvel)
+
+
+def sensor_pose(env, name: str, position: str, orientation: str) -> torch.Tensor:
+    """A pose from two MuJoCo sensors, (num_envs, 7): position [m] then quaternion (w, x, y, z).
+
+    `name` is what the robot calls the pose (its topic `sensors/<name>`, e.g. a perception node's
+    `object_pose`); `position` / `orientation` are the `framepos` / `framequat` sensors that give it
+    in simulation, in the same reference frame.
+    """
+    return torch.cat([env.sim.sensor(position), env.sim.sensor(orientation)], dim=1)
+
+
+def privilege_level(env) -> torch.Tensor:
+    """The privilege level λ, (num_envs, 1): a privileged observation (a critic's value depends on the help)."""
+    return torch.full((env.num_envs, 1), env.privilege_manager.level, device=env.device)

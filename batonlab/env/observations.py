@@ -27,6 +27,10 @@ class ObservationManager:
             for group, g in cfgs.items()
         }
         self._history: dict[tuple[str, str], torch.Tensor] = {}
+        self._delayed: dict[tuple[str, str], torch.Tensor] = {}
+        """(num_envs, max_delay + 1, size) latest values of delayed terms, newest first."""
+        self._delay_steps: dict[tuple[str, str], torch.Tensor] = {}
+        """(num_envs,) each env's delay of a delayed term [control steps], drawn at reset."""
         self.layout: dict[str, list[ObsTermLayout]] = {}
         for group, g in cfgs.items():
             self.layout[group] = []
@@ -39,12 +43,16 @@ class ObservationManager:
                 size = value.shape[1]
                 if t.history_length > 0:
                     self._history[(group, name)] = torch.zeros(env.num_envs, t.history_length, size, device=env.device)
+                if g.enable_corruption and t.delay_range_steps[1] > 0:
+                    self._delayed[(group, name)] = torch.zeros(env.num_envs, t.delay_range_steps[1] + 1, size, device=env.device)
+                    self._delay_steps[(group, name)] = torch.zeros(env.num_envs, dtype=torch.long, device=env.device)
                 self.layout[group].append(
                     ObsTermLayout(name=name, func=qualified_name(t.func), params=to_plain(t.params), size=size,
                                   history_length=t.history_length, scale=float(t.scale),
                                   clip=tuple(map(float, t.clip)) if t.clip is not None else None, noise_std=float(t.noise_std))
                 )
         self._fresh = torch.ones(env.num_envs, dtype=torch.bool, device=env.device)
+        self._draw_delays(env.all_env_ids)
 
     def group_dim(self, group: str) -> int:
         return sum(t.width for t in self.layout[group])
@@ -63,7 +71,10 @@ class ObservationManager:
         cfg = self.cfgs[group]
         parts = []
         for name, term_cfg in cfg.terms.items():
-            value = self._process(self._raw(group, name).float(), term_cfg, cfg.enable_corruption)
+            value = self._raw(group, name).float()
+            if (group, name) in self._delayed:
+                value = self._delay(group, name, value)
+            value = self._process(value, term_cfg, cfg.enable_corruption)
             if term_cfg.history_length > 0:
                 history = self._history[(group, name)]
                 history[:] = torch.roll(history, shifts=-1, dims=1)
@@ -74,6 +85,20 @@ class ObservationManager:
             parts.append(value)
         return torch.cat(parts, dim=-1)
 
+    def _delay(self, group: str, name: str, value: torch.Tensor) -> torch.Tensor:
+        """The value each env saw `delay` steps ago (a fresh env has no past: it sees the current one)."""
+        buffer = self._delayed[(group, name)]
+        buffer[:] = torch.roll(buffer, shifts=1, dims=1)
+        buffer[:, 0] = value
+        buffer[self._fresh] = value[self._fresh].unsqueeze(1)
+        return buffer[torch.arange(self.env.num_envs, device=value.device), self._delay_steps[(group, name)]]
+
+    def _draw_delays(self, env_ids: torch.Tensor) -> None:
+        for (group, name), steps in self._delay_steps.items():
+            low, high = self.cfgs[group].terms[name].delay_range_steps
+            steps[env_ids] = torch.randint(low, high + 1, (len(env_ids),), generator=self.env.generator,
+                                           device=self.env.device)
+
     def _process(self, value: torch.Tensor, cfg: ObsTermCfg, corrupt: bool) -> torch.Tensor:
         if corrupt and cfg.noise_std > 0.0:
             value = value + cfg.noise_std * self.env.normal(value.shape)
@@ -83,6 +108,7 @@ class ObservationManager:
 
     def reset(self, env_ids: torch.Tensor) -> dict[str, float]:
         self._fresh[env_ids] = True
+        self._draw_delays(env_ids)
         for group_terms in self.terms.values():
             for term in group_terms.values():
                 reset_term(term, env_ids)

@@ -1,0 +1,38 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Manipulation terms: reaching an object, lifting it, opening a door; one parsimonious set per task.
+
+Heights are measured from each env's resting height of the object (its randomised half height above
+the table), so a smaller cube is not "lifted" more for lying lower.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from batonlab.env.mdp_objects import body_pos, ee_to_body
+
+
+def reach_object_tanh(env, body: str, sensor: str, std: float) -> torch.Tensor:
+    """`1 - tanh(distance / std)` from the tool point (world-frame sensor) to the object [m]."""
+    return 1.0 - torch.tanh(ee_to_body(env, body, sensor).norm(dim=1) / std)
+
+
+def object_height(env, body: str, event: str) -> torch.Tensor:
+    """Height of the object's centre above its resting height [m], (num_envs,)."""
+    rest = env.event_manager.terms[event].half_height
+    return body_pos(env, body)[:, 2] - rest
+
+
+def lift_progress(env, body: str, event: str, height: float) -> torch.Tensor:
+    """Fraction of the goal lift achieved, clipped to [0, 1]: rewards every centimetre on the way up."""
+    return (object_height(env, body, event) / height).clamp(0.0, 1.0)
+
+
+def object_lifted(env, body: str, event: str, height: float) -> torch.Tensor:
+    """True where the object is at least `height` above its resting height (the success of `arm_lift`)."""
+    return object_height(env, body, event) >= height
+
+
+def object_below(env, body: str, z: float) -> torch.Tensor:
+    """True where the object's centre is below `z` [m, world frame]: it fell off the table."""
+    return body_pos(env, body)[:, 2] < z

@@ -1,0 +1,161 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""`arm_lift`: the table-mounted arm6 grasps a cube and lifts it 10 cm above the table.
+
+One parsimonious reward: reach the cube, lift it (progress toward 10 cm), and a success bonus. The
+cube's size, mass, friction, position and heading are drawn per episode. While privileged (λ > 0) a
+virtual force pulls the cube toward the tool point and carries its weight while both fingertips
+touch it, and the gripper passes through the table; `PrivilegeSchedule` lowers λ as the policy
+succeeds. `play` and `export` run at λ = 0.
+
+Observation groups:
+- `policy` (deployable): arm and gripper joints, the tool point, the object pose as a perception
+  node would report it (`sensors/object_pose`: noisy, 0-2 control steps late in training), the last action;
+- `privileged` (simulation only): the exact object position and velocity, its mass, friction and
+  size, the fingertip contact flags, λ.
+The default agent is the teacher: its actor and critic read both groups. Distil a deployable
+student with `agent.algorithm.class_name=Distillation teacher=RUN_DIR`.
+"""
+
+from __future__ import annotations
+
+from batonlab.curricula.privilege import PrivilegeSchedule
+from batonlab.env import mdp, mdp_objects
+from batonlab.env.actions import JointPositionAction
+from batonlab.env.cfg import (
+    ActionTermCfg,
+    CurriculumTermCfg,
+    EventTermCfg,
+    ObsGroupCfg,
+    ObsTermCfg,
+    PrivilegeTermCfg,
+    RewardTermCfg,
+    SceneCfg,
+    SimCfg,
+    TaskCfg,
+    TermCfg,
+    TerminationTermCfg,
+)
+from batonlab.env.relaxed_contacts import RelaxedContacts
+from batonlab.env.virtual_forces import AttractionForce
+from batonlab.rewards import manipulation, regularizers
+from batonlab.rl.cfg import AlgorithmCfg, PolicyCfg, RunnerCfg
+from batonlab.robots.arm6 import ARM_JOINTS, GRIPPER_JOINT, home_pose
+from batonlab.tasks import register
+from batonlab.tasks.table_scene import add_box_object, add_gripper_table_pairs, make_table_arm_spec
+
+LIFT_HEIGHT = 0.10
+"""Lift above the resting height that counts as success [m]."""
+
+CUBE_HALF = 0.025
+"""Nominal half edge of the cube [m] (drawn between 80 % and 100 % of it)."""
+
+FINGERTIP_TOUCH = ("finger_left_touch", "finger_right_touch")
+"""arm6's fingertip touch sensors."""
+
+
+def make_lift_spec():
+    """Arm6 on the table, a cube in front of it, gripper–table contacts switchable."""
+    spec = make_table_arm_spec()
+    add_box_object(spec, "object", (CUBE_HALF,) * 3, mass=0.15, pos=(0.45, 0.0, CUBE_HALF + 0.001))
+    add_gripper_table_pairs(spec)
+    return spec
+
+
+def object_observations(joints: tuple[str, ...]) -> dict[str, ObsGroupCfg]:
+    """The deployable `policy` group and the simulator-only `privileged` group of the object tasks."""
+    return {
+        "policy": ObsGroupCfg(
+            terms={
+                "joint_pos": ObsTermCfg(func=mdp.joint_pos_rel, params={"joints": joints}, noise_std=0.01),
+                "joint_vel": ObsTermCfg(func=mdp.joint_vel, params={"joints": joints}, noise_std=0.05, scale=0.1),
+                "ee_pos": ObsTermCfg(func=mdp.sensor, params={"name": "ee_pos_b"}, noise_std=0.005),
+                "object_pose": ObsTermCfg(
+                    func=mdp.sensor_pose,
+                    params={"name": "object_pose", "position": "object_pos", "orientation": "object_quat"},
+                    noise_std=0.005, delay_range_steps=(0, 2)),
+                "last_action": ObsTermCfg(func=mdp.last_action),
+            },
+            enable_corruption=True,
+        ),
+        "privileged": ObsGroupCfg(
+            terms={
+                "object_pos": ObsTermCfg(func=mdp_objects.body_pos, params={"body": "object"}),
+                "object_vel": ObsTermCfg(func=mdp_objects.body_lin_vel, params={"body": "object"}, scale=0.5),
+                "ee_to_object": ObsTermCfg(func=mdp_objects.ee_to_body, params={"body": "object", "sensor": "ee_pos_w"}),
+                "object_physics": ObsTermCfg(func=mdp_objects.object_physics, params={"event": "object"}),
+                "contacts": ObsTermCfg(func=mdp_objects.touch_flags, params={"sensors": FINGERTIP_TOUCH}),
+                "privilege_level": ObsTermCfg(func=mdp.privilege_level),
+            },
+            privileged=True,
+        ),
+    }
+
+
+def make_arm_lift_cfg(play: bool = False) -> TaskCfg:
+    joints = (*ARM_JOINTS, GRIPPER_JOINT)
+    lift = {"body": "object", "event": "object", "height": LIFT_HEIGHT}
+    cfg = TaskCfg(
+        scene=SceneCfg(build=make_lift_spec, default_joint_pos=home_pose(), camera="overview"),
+        sim=SimCfg(physics_dt=0.005, decimation=4),
+        num_envs=1024,
+        episode_length_s=4.0,
+        actions={
+            "arm": ActionTermCfg(cls=JointPositionAction, joints=ARM_JOINTS, scale=0.5),
+            # Zero action holds the gripper half open (home: 0.02 per finger); ±1 opens or closes it fully.
+            "gripper": ActionTermCfg(cls=JointPositionAction, joints=(GRIPPER_JOINT,), scale=0.02),
+        },
+        observations=object_observations(joints),
+        rewards={
+            "reach": RewardTermCfg(func=manipulation.reach_object_tanh,
+                                   params={"body": "object", "sensor": "ee_pos_w", "std": 0.1}, weight=1.0),
+            "lift": RewardTermCfg(func=manipulation.lift_progress, params=lift, weight=8.0),
+            "lifted": RewardTermCfg(func=manipulation.object_lifted, params=lift, weight=8.0),
+            "action_rate": RewardTermCfg(func=regularizers.action_rate_l2, weight=-0.01),
+        },
+        terminations={
+            "object_dropped": TerminationTermCfg(func=manipulation.object_below, params={"body": "object", "z": -0.1}),
+        },
+        events={
+            "object": EventTermCfg(
+                func=mdp_objects.RandomizeObject, mode="reset",
+                params={"body": "object", "x_range": (0.35, 0.55), "y_range": (-0.15, 0.15), "yaw_range": (-0.6, 0.6),
+                        "size_scale": (0.8, 1.0), "mass_range": (0.05, 0.3), "friction_range": (0.6, 1.2)}),
+            "initial_pose": EventTermCfg(func=mdp.reset_joints_uniform, mode="reset",
+                                         params={"joints": ARM_JOINTS, "position_range": (-0.15, 0.15)}),
+        },
+        privileges={
+            "attraction": PrivilegeTermCfg(
+                func=AttractionForce,
+                params={"body": "object", "site_sensor": "ee_pos_w", "kp": 60.0, "max_force": 6.0, "lift_fraction": 1.0,
+                        "touch_sensors": FINGERTIP_TOUCH, "radius": 0.08}),
+            "gripper_through_table": PrivilegeTermCfg(
+                func=RelaxedContacts,
+                params={"pairs": ("finger_left_pad_table", "finger_right_pad_table", "palm_collision_table"),
+                        "threshold": 0.5, "mode": "disable"}),
+        },
+        privilege_level=1.0,
+        curriculum={
+            "privilege": CurriculumTermCfg(func=PrivilegeSchedule, params={"success_threshold": 0.75, "window_episodes": 1024}),
+        },
+        success=TermCfg(func=manipulation.object_lifted, params=lift),
+    )
+    if play:
+        cfg.num_envs = 16
+        cfg.privilege_level = 0.0
+        cfg.curriculum = {}
+    return cfg
+
+
+def make_arm_lift_agent_cfg() -> RunnerCfg:
+    return RunnerCfg(
+        experiment_name="arm_lift",
+        num_steps_per_env=24,
+        max_iterations=300,
+        save_interval=50,
+        obs_groups={"actor": ["policy", "privileged"], "critic": ["policy", "privileged"]},
+        policy=PolicyCfg(actor_hidden_dims=(256, 128, 64), critic_hidden_dims=(256, 128, 64), init_noise_std=1.0),
+        algorithm=AlgorithmCfg(learning_rate=1e-3, entropy_coef=0.005, num_mini_batches=4, gamma=0.98),
+    )
+
+
+register("arm_lift", make_arm_lift_cfg, make_arm_lift_agent_cfg, "table-mounted arm6 grasps a cube and lifts it 10 cm")

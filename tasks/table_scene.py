@@ -1,0 +1,85 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The table-top scene of the arm6 tasks, and the objects the manipulation tasks put on it.
+
+The arm's base frame is the world frame; the table top is the plane z = 0 and spans
+x ∈ [-0.15, 0.75], y ∈ [-0.6, 0.6] [m]. Objects are free bodies with a named geom, and each gets
+two sensors in the arm base frame, `<name>_pos` and `<name>_quat`: what a perception node would
+report as the object's pose (`sensors/<name>_pose` on the robot).
+"""
+
+from __future__ import annotations
+
+import mujoco
+import numpy as np
+
+from batonlab.env.relaxed_contacts import add_switchable_pair
+from batonlab.robots.arm6 import attach_arm6
+
+TABLE_TOP_Z = 0.0
+"""Height of the table top in the arm base frame [m]."""
+
+TABLE_X = (-0.15, 0.75)
+"""Extent of the table top along x [m] (the far edge is where `arm_push_grasp` tips its box)."""
+
+GRIPPER_GEOMS = ("finger_left_pad", "finger_right_pad", "palm_collision")
+"""The gripper's collision geoms (arm6), the ones a relaxed gripper–table contact lets through."""
+
+
+def make_table_arm_spec() -> mujoco.MjSpec:
+    """Arm6 on a table top (base frame = world frame), a target marker and an overview camera."""
+    spec = mujoco.MjSpec()
+    spec.modelname = "table_arm6"
+    spec.option.timestep = 0.005
+    world = spec.worldbody
+    world.add_light(pos=[0.3, -0.5, 2.0], dir=[0, 0.2, -1], diffuse=[0.8, 0.8, 0.8])
+    world.add_geom(name="floor", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[2, 2, 0.05], pos=[0, 0, -0.75], rgba=[0.35, 0.4, 0.45, 1])
+    half_x = (TABLE_X[1] - TABLE_X[0]) / 2
+    world.add_geom(name="table", type=mujoco.mjtGeom.mjGEOM_BOX, size=[half_x, 0.6, 0.02],
+                   pos=[TABLE_X[0] + half_x, 0, TABLE_TOP_Z - 0.02], rgba=[0.55, 0.42, 0.3, 1])
+    target = world.add_body(name="target", mocap=True, pos=[0.45, 0, 0.3])
+    target.add_geom(type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[0.02, 0, 0], contype=0, conaffinity=0, rgba=[0.1, 0.9, 0.2, 0.7])
+    add_look_at_camera(spec, "overview", eye=(1.25, -0.95, 0.85), look=(0.3, 0.0, 0.2))
+    attach_arm6(spec, world.add_frame(name="arm_mount", pos=[0, 0, 0]))
+    return spec
+
+
+def add_look_at_camera(spec: mujoco.MjSpec, name: str, eye, look) -> None:
+    """A fixed camera at `eye` looking at `look` (world frame) [m]."""
+    eye, look = np.asarray(eye, dtype=float), np.asarray(look, dtype=float)
+    forward = (look - eye) / np.linalg.norm(look - eye)
+    right = np.cross(forward, [0, 0, 1])
+    right /= np.linalg.norm(right)
+    up = np.cross(right, forward)
+    quat = np.zeros(4)
+    mujoco.mju_mat2Quat(quat, np.column_stack([right, up, -forward]).flatten())
+    spec.worldbody.add_camera(name=name, pos=eye.tolist(), quat=quat.tolist())
+
+
+def add_box_object(spec: mujoco.MjSpec, name: str, half_size, mass: float, pos, friction: float = 1.0,
+                   rgba=(0.85, 0.25, 0.2, 1.0)) -> None:
+    """A free box on the table with pose sensors `<name>_pos` / `<name>_quat` in the arm base frame.
+
+    Its geom (named `name`) touches the table through a switchable pair (`<name>_table`), so that a
+    task may make the table slippery for it while privileged (`RelaxedContacts` in "soften" mode);
+    it touches the gripper, walls and the floor through MuJoCo's ordinary contacts.
+    """
+    body = spec.worldbody.add_body(name=name, pos=list(pos))
+    body.add_freejoint(name=name)
+    body.add_geom(name=name, type=mujoco.mjtGeom.mjGEOM_BOX, size=list(half_size), mass=mass, rgba=list(rgba),
+                  friction=[friction, 0.005, 0.0001], condim=4)
+    body.add_site(name=f"{name}_center", size=[0.005, 0, 0], rgba=[0, 0, 0, 0])
+    add_switchable_pair(spec, f"{name}_table", name, "table", condim=4)
+    # The exclusion also drops the object's contacts with the floor: give it a pair of its own.
+    spec.add_pair(name=f"{name}_floor", geomname1=name, geomname2="floor", condim=3)
+    for kind, sensor in (("pos", mujoco.mjtSensor.mjSENS_FRAMEPOS), ("quat", mujoco.mjtSensor.mjSENS_FRAMEQUAT)):
+        spec.add_sensor(name=f"{name}_{kind}", type=sensor, objtype=mujoco.mjtObj.mjOBJ_SITE, objname=f"{name}_center",
+                        reftype=mujoco.mjtObj.mjOBJ_SITE, refname="arm_base_site")
+
+
+def add_gripper_table_pairs(spec: mujoco.MjSpec) -> tuple[str, ...]:
+    """Make the gripper–table contacts switchable; returns the pair names (for `RelaxedContacts`)."""
+    names = []
+    for geom in GRIPPER_GEOMS:
+        add_switchable_pair(spec, f"{geom}_table", geom, "table")
+        names.append(f"{geom}_table")
+    return tuple(names)
