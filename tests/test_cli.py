@@ -29,7 +29,7 @@ def test_list_and_errors(tmp_path, capsys):
     # The other mistakes in-process (seconds saved per case); tests/test_cli_errors.py runs one as a user does.
     for args, message in [
         (["fly"], "unknown command 'fly'"),
-        (["train", "task=arm_rech"], "valid tasks: ['arm_reach'"),
+        (["train", "task=arm_rech"], "unknown task 'arm_rech'; valid tasks: ["),
         (["train"], "missing task=<name>"),
         (["train", "task=arm_reach", "env.num_env=4"], "valid keys: ['scene'"),
         (["train", "task=arm_reach", "agent.algorithm.lr=1"], "unknown key 'agent.algorithm.lr'"),

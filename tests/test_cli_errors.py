@@ -28,7 +28,7 @@ BAD_OVERRIDES = [
     (["env.seed=3"], "use seed=..."),
     (["resume=true", "run_dir=nowhere"], "run_dir nowhere does not exist"),
     (["agent.algorithm.class_name=P3O"], "agent.algorithm.class_name=P3O learns from constraint costs and this task has none"),
-    (["agent.algorithm.class_name=Bogus"], "agent.algorithm.class_name=Bogus: expected one of ['PPO', 'P3O', 'PPOLagrangian']"),
+    (["agent.algorithm.class_name=Bogus"], "agent.algorithm.class_name=Bogus: expected one of ['PPO', 'P3O', 'PPOLagrangian', 'Distillation']"),
 ]
 
 

@@ -1,6 +1,10 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Every registered task builds, steps, exports and deploys: a task that breaks shows up here first.
 
+A task whose default actor reads privileged observations (a teacher, e.g. arm_lift) is exported
+with an actor of its deployable groups, as a distilled student would be; privileged action dims are
+not exported.
+
 "Deploys" means the robot side accepts the export: `batonlab.deploy` builds its pipeline (every
 observation term has a numpy twin, every sensor a source), the dry run reaches RUN with finite targets
 inside the limits, and the twins rebuild the training observation from robot-style inputs (joint
@@ -18,6 +22,7 @@ from batonlab.deploy import load_manifest
 from batonlab.deploy.dry_run import dry_run
 from batonlab.deploy.observation import ObservationBuilder, RobotInputs
 from batonlab.deploy.safety import State
+from batonlab.env import mdp
 from batonlab.env.env import BatonEnv
 from batonlab.export.onnx import export
 from batonlab.rl.runner import BatonRunner
@@ -42,16 +47,19 @@ def test_task_builds_steps_and_exports(task, tmp_path):
     play_cfg = make_task_cfg(task, play=True)
     play_cfg.num_envs = 1
     play_env = BatonEnv(play_cfg)
-    runner = BatonRunner(RslRlVecEnv(play_env), make_agent_cfg(task), log_dir=None)
+    agent = make_agent_cfg(task)
+    agent.obs_groups["actor"] = [g for g in agent.obs_groups["actor"] if not play_cfg.observations[g].privileged]
+    runner = BatonRunner(RslRlVecEnv(play_env), agent, log_dir=None)
     policy = runner.inference_policy()
     onnx_path, _ = export(play_env, policy, tmp_path, task)
     manifest = load_manifest(tmp_path)
-    obs = play_env.obs["policy"][0].numpy()
-    assert manifest.task == task and manifest.obs_dim == obs.shape[0] and manifest.action_dim == play_env.num_actions
+    obs = play_env.obs[manifest.obs_group][0].numpy()
+    robot_actions = play_env.num_actions - play_env.action_manager.privileged_dim
+    assert manifest.task == task and manifest.obs_dim == obs.shape[0] and manifest.action_dim == robot_actions
     session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
     action = session.run([manifest.output_name], {manifest.input_name: obs[None].astype(np.float32)})[0]
     with torch.inference_mode():
-        expected = policy(play_env.obs)[0].numpy()
+        expected = policy(play_env.obs)[0, :robot_actions].numpy()
     np.testing.assert_allclose(action[0], expected, atol=1e-5)
 
     # The robot side: the pipeline builds and runs, and its observation is training's.
@@ -65,6 +73,8 @@ def assert_robot_observation_matches(env: BatonEnv, manifest, steps: int) -> Non
     with the one `batonlab.deploy` builds from what a robot would send."""
     builder = ObservationBuilder(manifest)
     ctx = builder.ctx
+    # A pose input (`mdp.sensor_pose`, e.g. a perception node's object_pose) is what the sim computes from its two sensors.
+    poses = {t.params["name"]: t.params for t in manifest.obs_terms if t.func == "batonlab.env.mdp:sensor_pose"}
     qadr, dadr = env.scene.qpos_adr(ctx.joints), env.scene.dof_adr(ctx.joints)
     generator = torch.Generator().manual_seed(1)
     env.reset()
@@ -72,7 +82,8 @@ def assert_robot_observation_matches(env: BatonEnv, manifest, steps: int) -> Non
     for step in range(steps):
         inputs = RobotInputs(
             joint_pos=env.sim.qpos[0, qadr].double().numpy(), joint_vel=env.sim.qvel[0, dadr].double().numpy(),
-            vectors={**{name: env.sim.sensor(name)[0].double().numpy() for name in ctx.sensors},
+            vectors={**{name: (mdp.sensor_pose(env, **poses[name]) if name in poses else env.sim.sensor(name))[0]
+                        .double().numpy() for name in ctx.sensors},
                      **{name: env.command_manager.command(name)[0].double().numpy() for name in ctx.commands}},
             last_action=env.action_manager.action[0].numpy(),
         )

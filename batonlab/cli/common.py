@@ -22,7 +22,7 @@ from batonlab.cli import overrides as ov
 from batonlab.cli.options import TOP_LEVEL_ONLY, CliOptions, defaults
 from batonlab.env.cfg import TaskCfg
 from batonlab.rl import checkpoint
-from batonlab.rl.cfg import RunnerCfg
+from batonlab.rl.cfg import RunnerCfg, to_rsl_rl_dict
 
 
 class CliError(Exception):
@@ -120,6 +120,15 @@ def play_task_cfg(inv: Invocation) -> TaskCfg:
                 _apply(task, None, override)
     task.seed = inv.task.seed
     return task
+
+
+def privileges_off(env) -> None:
+    """Evaluation and export run as on a robot: privilege level λ = 0 in every env at once, and one
+    line saying so when the task has privileges (privilege terms or privileged actions)."""
+    manager = env.privilege_manager
+    manager.set_level(0.0, now=True)
+    if manager.active:
+        print("[batonlab] privileges off (λ = 0): no virtual forces or relaxed contacts, as on a robot")
 
 
 def seed_everything(seed: int) -> None:
@@ -264,6 +273,14 @@ def _validate(top: CliOptions, task: TaskCfg, agent: RunnerCfg) -> None:
     if agent.algorithm.is_constrained and not task.costs:
         raise CliError(f"agent.algorithm.class_name={agent.algorithm.class_name} learns from constraint costs and this "
                        "task has none (env.costs is empty): use agent.algorithm.class_name=PPO")
+    if top.teacher and not agent.algorithm.is_distillation:
+        raise CliError(f"teacher={top.teacher} is the teacher of a distillation: add agent.algorithm.class_name="
+                       f"Distillation (this run uses {agent.algorithm.class_name})")
+    try:
+        # The rsl-rl config is built again with the runner; here its errors come before any simulation.
+        to_rsl_rl_dict(agent, privileged_groups=tuple(n for n, g in task.observations.items() if g.privileged))
+    except ValueError as err:
+        raise CliError(str(err)) from None
     _check_device("device", top.device)
     _check_device("env.sim.device", task.sim.device)
 

@@ -11,7 +11,8 @@ USAGE = """usage: batonlab <command> [key=value ...]
 
 commands:
   list                     registered tasks
-  train task=NAME          train with rsl-rl PPO (resume=true continues the latest run)
+  train task=NAME          train with rsl-rl PPO (resume=true continues the latest run; a student with
+                           agent.algorithm.class_name=Distillation teacher=RUN_DIR)
   play task=NAME           evaluate a checkpoint: success rate over play.num_episodes, and an MP4
   export task=NAME         write policy.onnx + manifest.json for deployment
   deploy [--sim] PATH      check an export; --sim runs it sim-to-sim over ROS 2 (PATH: export, checkpoint or run)
@@ -24,6 +25,7 @@ examples:
   batonlab train task=arm_reach env.num_envs=512 agent.algorithm.learning_rate=3e-4 seed=1
   batonlab play task=arm_reach play.num_episodes=200
   batonlab export task=arm_reach
+  batonlab train task=arm_lift agent.algorithm.class_name=Distillation teacher=logs/arm_lift/<time>
   batonlab play task=arm_reach record=bags/          # also: --record bags/
   batonlab replay bags/arm_reach_<time>_ep000 --report report/
 """

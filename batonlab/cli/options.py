@@ -55,6 +55,7 @@ class CliOptions:
     run_dir: str | None
     checkpoint: str | None
     resume: bool
+    teacher: str | None
     max_iterations: int | None
     eval_episodes: int
     progress: bool

@@ -1,6 +1,9 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """`batonlab train task=NAME [resume=true] [env.…=…] [agent.…=…]`, through `train`, the one training entry.
 
+`agent.algorithm.class_name=Distillation teacher=RUN_DIR` distils a deployable student from the
+teacher trained in RUN_DIR (same task); a resumed distillation takes its teacher from its checkpoint.
+
 Scripts that train (scripts/train_wl_velocity.py) call `train` with an `Invocation` built from
 their own arguments, so every run folder is made the same way.
 """
@@ -20,11 +23,14 @@ from batonlab.cli.common import (
     find_run_dir,
     new_run_dir,
     play_task_cfg,
+    privileges_off,
     seed_everything,
     stop_on_signals,
 )
+from batonlab.cli.teacher import resolve_teacher
 from batonlab.env.env import BatonEnv
 from batonlab.rl import checkpoint, distributed
+from batonlab.rl.distillation import restore_distillation_cfg
 from batonlab.rl.evaluate import EvalResult, evaluate
 from batonlab.rl.runner import BatonRunner
 from batonlab.rl.vecenv import RslRlVecEnv
@@ -106,8 +112,17 @@ def _train(inv: Invocation, device: str, ctx, on_iteration) -> TrainResult:
     run_dir = find_run_dir(top, inv.agent.experiment_name) if top.resume else new_run_dir(top, inv.agent.experiment_name)
     ckpt = find_checkpoint(top, run_dir) if top.resume else None
     total = top.max_iterations if top.max_iterations is not None else inv.agent.max_iterations
+    distilling = inv.agent.algorithm.is_distillation
+    if distilling and ckpt is not None:
+        if top.teacher:
+            raise CliError(f"a resumed distillation keeps the teacher of its checkpoint; drop teacher={top.teacher}")
+        restore_distillation_cfg(inv.agent, checkpoint.load(ckpt))
+    elif distilling:
+        resolve_teacher(inv)
     env = RslRlVecEnv(BatonEnv(inv.task))
     runner = BatonRunner(env, inv.agent, log_dir=run_dir, device=device, distributed=ctx, verbose=top.verbose)
+    if distilling and ckpt is None:
+        runner.load_teacher(inv.agent.teacher.checkpoint)
     if is_main:
         for stale in checkpoint.remove_stale_temporaries(run_dir):
             print(f"[batonlab] removed {stale.name}, left by a save that never finished")
@@ -119,6 +134,10 @@ def _train(inv: Invocation, device: str, ctx, on_iteration) -> TrainResult:
         print(f"[batonlab] resuming {run_dir} from {ckpt.name} (iteration {runner.iteration})")
     else:
         print(f"[batonlab] training {inv.task_name} in {run_dir}")
+    if distilling:
+        groups = runner.train_cfg["obs_groups"]
+        print(f"[batonlab] distilling a student (observation groups {groups['student']}) from the teacher "
+              f"{inv.agent.teacher.checkpoint} (observation groups {groups['teacher']})")
     # The resolved config is written after the env is built, so it is the config that ran.
     if is_main:
         write_yaml({"task_name": inv.task_name, "cli": top, "env": inv.task, "agent": inv.agent}, run_dir / "config.yaml")
@@ -145,6 +164,7 @@ def _evaluate(inv: Invocation, runner: BatonRunner, num_episodes: int) -> EvalRe
     cfg = play_task_cfg(inv)
     cfg.num_envs = num_episodes
     env = BatonEnv(cfg)
+    privileges_off(env)
     try:
         return evaluate(env, runner.inference_policy(), progress=inv.top.progress)
     finally:

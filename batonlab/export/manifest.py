@@ -37,7 +37,7 @@ def manifest_from_env(env: BatonEnv, task: str, obs_group: str = "policy", train
     Args:
         env: The env the policy was trained in (its play configuration is fine: the contract is the same).
         task: Registered task name.
-        obs_group: Observation group the policy reads.
+        obs_group: Observation group the policy reads (deployable: see `batonlab.export.deployable`).
         training_config: How the policy was trained (checkpoint, configs), stored for reference.
 
     Raises:
@@ -45,7 +45,8 @@ def manifest_from_env(env: BatonEnv, task: str, obs_group: str = "policy", train
             (the manifest cannot express it).
     """
     model = env.scene.model
-    terms = list(env.action_manager.terms.items())
+    # Privileged action terms (virtual forces) are simulation only: the robot never sees them.
+    terms = list(env.action_manager.deployable_terms.items())
     joint_names = [j for _, term in terms for j in term.joint_names]
     joint_range, torque_limits, kp, kd = _servo_limits(env, joint_names)
     # The range the action terms clamp their targets into before writing them to MuJoCo's ctrl.

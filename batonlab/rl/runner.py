@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""The training loop: rsl-rl's PPO (or batonlab's constrained PPO), batonlab's progress bar,
-TensorBoard logs and atomic checkpoints.
+"""The training loop: rsl-rl's PPO (or batonlab's constrained PPO, or rsl-rl's Distillation),
+batonlab's progress bar, TensorBoard logs and atomic checkpoints.
 
 rsl-rl's own OnPolicyRunner prints a page per iteration, saves non-atomically and loads pickles
 with `weights_only=False`; this runner reuses its algorithm and storage and owns the rest, so a
@@ -10,6 +10,7 @@ reader can follow one iteration from top to bottom here.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import statistics
 import time
@@ -18,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from rsl_rl.algorithms import PPO
+from rsl_rl.algorithms import PPO, Distillation
 from tqdm import tqdm
 
 from batonlab.rl import checkpoint
@@ -32,8 +33,12 @@ CHECKPOINT_VERSION = 1
 
 
 class BatonRunner:
-    """On-policy PPO training over a `RslRlVecEnv`; `cfg.algorithm.class_name` picks rsl-rl's PPO or a
-    constrained PPO (P3O, PPOLagrangian) that learns from the env's costs.
+    """On-policy PPO training over a `RslRlVecEnv`; `cfg.algorithm.class_name` picks rsl-rl's PPO, a
+    constrained PPO (P3O, PPOLagrangian) that learns from the env's costs, or rsl-rl's Distillation.
+
+    Distillation trains a student (the deployable observation groups) to output the actions of a
+    teacher (`cfg.teacher`, loaded with `load_teacher`, or with a distillation checkpoint by `load`);
+    it learns from no reward, so there are no returns, advantages or critic.
 
     Args:
         env: The adapted environment.
@@ -65,15 +70,20 @@ class BatonRunner:
             raise ValueError(f"agent.algorithm.class_name={cfg.algorithm.class_name} learns from constraint costs, "
                              "but this task has no `costs` (TaskCfg.costs is empty): add CostTermCfg terms to the "
                              "task's `costs`, or train it with class_name=PPO")
+        self.distillation = cfg.algorithm.is_distillation
+        """Whether a student imitates a teacher (rsl-rl's Distillation) instead of learning from rewards."""
+        privileged = tuple(name for name, group in env.env.cfg.observations.items() if group.privileged)
         self.train_cfg = to_rsl_rl_dict(cfg, multi_gpu=distributed.rsl_rl_cfg() if distributed else None,
-                                        num_costs=len(cost_names))
+                                        num_costs=len(cost_names), privileged_groups=privileged)
         # rsl-rl prints the observation sets and both models while it builds them; that text is
         # kept for `verbose` callers instead of filling every command's output. Errors still raise.
         summary = io.StringIO()
+        algorithm_class = Distillation if self.distillation else PPO
         with contextlib.redirect_stdout(summary):
-            self.alg: PPO = PPO.construct_algorithm(env.get_observations(), env, self.train_cfg, device)
+            self.alg: PPO | Distillation = algorithm_class.construct_algorithm(env.get_observations(), env,
+                                                                              self.train_cfg, device)
         self.model_summary = summary.getvalue()
-        """rsl-rl's printout of the observation sets and the actor and critic models."""
+        """rsl-rl's printout of the observation sets and the models (actor and critic, or student and teacher)."""
         self.constrained = isinstance(self.alg, ConstrainedPPO)
         """Whether the algorithm learns from the costs (P3O, PPOLagrangian)."""
         self.cost_stats = RolloutCostStats(cost_names, env.device)
@@ -116,6 +126,9 @@ class BatonRunner:
         Returns the statistics of the last iteration.
         """
         total = self.cfg.max_iterations if max_iterations is None else max_iterations
+        if self.distillation and not self.alg.teacher_loaded:
+            raise RuntimeError("Distillation has no teacher: call load_teacher(<teacher checkpoint>) or load a "
+                               "distillation checkpoint first")
         if self.iteration == 0:
             # Spread episode phases so that resets (and their log lines) are not synchronised.
             self.env.episode_length_buf = torch.randint_like(self.env.episode_length_buf, high=int(self.env.max_episode_length))
@@ -143,10 +156,11 @@ class BatonRunner:
                         episode_logs.append(extras["log"])
                 if self.stop_requested and stop_mid_iteration:
                     break
-                self.alg.compute_returns(obs)
-                # Curricula that learn from the learner's signal (the bandit) see every transition's |advantage|.
-                abs_advantage = self.alg.storage.advantages.abs().reshape(self.cfg.num_steps_per_env, -1)
-                self.env.env.curriculum_manager.observe_advantages(abs_advantage.to(self.env.device))
+                if not self.distillation:  # imitation has no returns and no advantages
+                    self.alg.compute_returns(obs)
+                    # Curricula that learn from the learner's signal (the bandit) see every transition's |advantage|.
+                    abs_advantage = self.alg.storage.advantages.abs().reshape(self.cfg.num_steps_per_env, -1)
+                    self.env.env.curriculum_manager.observe_advantages(abs_advantage.to(self.env.device))
             collect_time = time.perf_counter() - start
             start = time.perf_counter()
             cost_limits = self.env.env.cost_manager.limits.clone()  # curricula may move them: read every iteration
@@ -232,7 +246,8 @@ class BatonRunner:
 
     def state_dict(self) -> dict:
         """Everything a resumed run needs: models (with normaliser statistics), optimizer, curriculum;
-        for a constrained algorithm also the cost critic and the multipliers."""
+        for a constrained algorithm also the cost critic and the multipliers; for Distillation the
+        student, the teacher, and what rebuilds them (`teacher_cfg`, `student_obs_groups`)."""
         state = self.alg.save()
         state.update(
             version=CHECKPOINT_VERSION,
@@ -242,6 +257,9 @@ class BatonRunner:
             curriculum=self.env.env.curriculum_manager.state_dict(),
             common_step_counter=self.env.env.common_step_counter,
         )
+        if self.distillation:
+            state.update(teacher_cfg=dataclasses.asdict(self.cfg.teacher),
+                         student_obs_groups=list(self.train_cfg["obs_groups"]["student"]))
         return state
 
     def save(self, path: str | Path) -> Path:
@@ -252,13 +270,15 @@ class BatonRunner:
         """Restore a checkpoint of `state_dict`.
 
         Resuming training (`load_optimizer=True`) needs a checkpoint of the same algorithm. Loading
-        only the policy (play, export) takes the actor and critic of a checkpoint of any algorithm,
-        and the cost critic and multipliers too where both are of the same constrained algorithm.
+        only the policy (play, export) takes the actor and critic of a checkpoint of any RL algorithm,
+        and the cost critic and multipliers too where both are of the same constrained algorithm. A
+        Distillation runner loads (student and teacher) only Distillation checkpoints, and only it
+        does (an RL checkpoint is a teacher: `load_teacher`).
 
         Raises:
             FileNotFoundError: No file at `path`.
-            CheckpointError: The file is unreadable, of another version or (for resuming) of another
-                algorithm, or its models have other parameters or shapes than this runner's (a
+            CheckpointError: The file is unreadable, of another version or (for resuming, or for
+                distillation) of another algorithm, or its models have other parameters or shapes than this runner's (a
                 checkpoint of another task, network or set of costs).
         """
         state = checkpoint.load(path, map_location=self.device)
@@ -270,24 +290,56 @@ class BatonRunner:
             raise checkpoint.CheckpointError(
                 f"checkpoint {path} was trained with {saved_algorithm}, this run uses {algorithm}: resume it with "
                 f"agent.algorithm.class_name={saved_algorithm}")
-        same_constrained = self.constrained and saved_algorithm == algorithm
+        if self.distillation != (saved_algorithm == "Distillation"):
+            hint = ("an RL checkpoint's actor is a teacher: pass its run as teacher=RUN_DIR" if self.distillation
+                    else "load it with agent.algorithm.class_name=Distillation")
+            raise checkpoint.CheckpointError(f"checkpoint {path} was trained with {saved_algorithm}, this runner "
+                                             f"uses {algorithm}: {hint}")
         current = self.alg.save()
-        models = ("actor", "critic", "cost_critic") if same_constrained else ("actor", "critic")
-        for model in models:
-            key = f"{model}_state_dict"
-            _check_shapes(path, model, state.get(key, {}), current[key])
-        if same_constrained:
-            _check_shapes(path, "constraint", state.get("constraint_state_dict", {}), current["constraint_state_dict"])
-        self.alg.load(state, {"actor": True, "critic": True, "optimizer": load_optimizer, "iteration": True,
-                              "cost_critic": same_constrained, "constraint": same_constrained}, strict=True)
+        if self.distillation:
+            for model in ("student", "teacher"):
+                key = f"{model}_state_dict"
+                _check_shapes(path, model, state.get(key, {}), current[key])
+            self.alg.load(state, {"student": True, "teacher": True, "optimizer": load_optimizer}, strict=True)
+        else:
+            same_constrained = self.constrained and saved_algorithm == algorithm
+            models = ("actor", "critic", "cost_critic") if same_constrained else ("actor", "critic")
+            for model in models:
+                key = f"{model}_state_dict"
+                _check_shapes(path, model, state.get(key, {}), current[key])
+            if same_constrained:
+                _check_shapes(path, "constraint", state.get("constraint_state_dict", {}), current["constraint_state_dict"])
+            self.alg.load(state, {"actor": True, "critic": True, "optimizer": load_optimizer, "iteration": True,
+                                  "cost_critic": same_constrained, "constraint": same_constrained}, strict=True)
         self.iteration = int(state["iter"])
         self.total_env_steps = int(state["total_env_steps"])
         # Resuming restores every curriculum; playing or exporting may run a task that drops some.
         self.env.env.curriculum_manager.load_state_dict(state["curriculum"], strict=load_optimizer)
         self.env.env.common_step_counter = int(state["common_step_counter"])
 
+    def load_teacher(self, path: str | Path) -> None:
+        """Load the actor of an RL checkpoint (PPO, P3O, PPOLagrangian) as Distillation's teacher.
+
+        Raises:
+            FileNotFoundError: No file at `path`.
+            CheckpointError: Not a Distillation runner; the file is unreadable, of another version or
+                holds no actor; or the actor does not fit `cfg.teacher` (another task or network).
+        """
+        if not self.distillation:
+            raise checkpoint.CheckpointError(f"a teacher is only loaded by Distillation; this runner uses "
+                                             f"{self.cfg.algorithm.class_name}")
+        state = checkpoint.load(path, map_location=self.device)
+        if state.get("version") != CHECKPOINT_VERSION:
+            raise checkpoint.CheckpointError(
+                f"teacher checkpoint {path} has version {state.get('version')}, expected {CHECKPOINT_VERSION}")
+        if "actor_state_dict" not in state:
+            raise checkpoint.CheckpointError(f"teacher checkpoint {path} holds no actor (a {state.get('algorithm')} "
+                                             "checkpoint); a teacher is the actor of an RL run")
+        _check_shapes(path, "teacher", state["actor_state_dict"], self.alg.save()["teacher_state_dict"])
+        self.alg.load(state, {"teacher": True}, strict=True)
+
     def inference_policy(self):
-        """The deterministic actor (mean action) in eval mode."""
+        """The deterministic actor (mean action), or Distillation's student, in eval mode."""
         self.alg.eval_mode()
         return self.alg.get_policy()
 

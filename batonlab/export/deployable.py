@@ -1,0 +1,71 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""What may leave the simulator: only deployable inputs and outputs reach an export.
+
+A robot has no exact object state, masses, contact flags or privilege level (privileged observation
+groups), and cannot apply virtual forces (privileged action terms, the trailing action dims). An
+exported policy therefore reads exactly one non-privileged observation group, and its output is cut
+to the deployable action dims. A policy that needs privileged inputs is a teacher: distil a student.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from batonlab.env import mdp
+
+DISTIL_HINT = ("distil a deployable student: batonlab train task=... agent.algorithm.class_name=Distillation "
+               "teacher=RUN_DIR")
+
+
+class ExportError(ValueError):
+    """A policy or task that cannot be exported as it is (the message says what to do)."""
+
+
+def deployable_obs_group(env, policy) -> str:
+    """The one observation group `policy` reads, checked to be deployable.
+
+    Args:
+        env: The `BatonEnv` the policy runs in.
+        policy: rsl-rl's actor or student (`MLPModel`, its `obs_groups` are the groups it concatenates).
+
+    Raises:
+        ExportError: The policy reads a privileged group, more than one group, or a deployable group
+            that carries privileged action dims (`last_action` of a task with privileged actions).
+    """
+    groups = list(policy.obs_groups)
+    observations = env.cfg.observations
+    privileged = [g for g in groups if observations[g].privileged]
+    if privileged:
+        raise ExportError(f"the policy reads the privileged observation group(s) {privileged} (simulation only) and "
+                          f"cannot be exported; {DISTIL_HINT}")
+    if len(groups) != 1:
+        raise ExportError(f"the policy reads the observation groups {groups}; an export takes exactly one "
+                          "(its manifest describes one group): train it with one actor group, or "
+                          f"{DISTIL_HINT} and agent.obs_groups.student=[GROUP]")
+    group = groups[0]
+    if env.action_manager.privileged_dim:
+        carrying = [name for name, term in observations[group].terms.items() if term.func is mdp.last_action]
+        if carrying:
+            raise ExportError(f"observation group '{group}' term(s) {carrying} hold the whole last action, including "
+                              f"{env.action_manager.privileged_dim} privileged action dims a robot never has; "
+                              "remove them from the deployable group (or observe only the deployable dims)")
+    return group
+
+
+def deployable_action_dim(env) -> int:
+    """The leading policy outputs a robot executes: every action dim but the privileged ones."""
+    return env.action_manager.action_dim - env.action_manager.privileged_dim
+
+
+class DeployableOutputs(torch.nn.Module):
+    """Wraps an exportable actor so that it returns only the first `action_dim` outputs."""
+
+    def __init__(self, module: torch.nn.Module, action_dim: int):
+        super().__init__()
+        self.module = module
+        self.action_dim = action_dim
+        self.input_size = module.input_size
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """(batch, obs_dim) → (batch, action_dim)."""
+        return self.module(obs)[:, : self.action_dim]

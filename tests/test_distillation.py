@@ -1,0 +1,209 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Teacher–student distillation with rsl-rl's Distillation: the CLI, checkpoints, export and imitation.
+
+The teacher is a real (tiny) PPO run of arm_lift whose actor reads the privileged group; the
+student reads the deployable `policy` group only and is exported.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+import yaml
+
+from batonlab.cli.main import main
+from batonlab.deploy import load_manifest
+from batonlab.env.env import BatonEnv
+from batonlab.rl import checkpoint
+from batonlab.rl.distillation import restore_distillation_cfg, teacher_cfg_from_run
+from batonlab.rl.runner import BatonRunner
+from batonlab.rl.vecenv import RslRlVecEnv
+from batonlab.tasks import make_agent_cfg, make_task_cfg
+
+TINY = ["env.num_envs=32", "agent.num_steps_per_env=8", "progress=false", "eval_episodes=0"]
+DISTIL = "agent.algorithm.class_name=Distillation"
+DEPLOYABLE_ACTIONS = 7
+"""arm_lift's robot actions: six arm joints and the gripper."""
+
+
+def _only_run(root: Path, task: str = "arm_lift") -> Path:
+    (run,) = (root / task).iterdir()
+    return run
+
+
+@pytest.fixture(scope="module")
+def teacher_run(tmp_path_factory) -> Path:
+    """A PPO run of arm_lift (the default agent: actor and critic read `policy` and `privileged`)."""
+    root = tmp_path_factory.mktemp("teacher")
+    assert main(["train", "task=arm_lift", "max_iterations=2", f"log_root={root}", *TINY]) == 0
+    return _only_run(root)
+
+
+def _teacher_agent(teacher_run: Path):
+    """arm_lift's agent set to distil the teacher of `teacher_run` (as `teacher=RUN_DIR` sets it)."""
+    saved = yaml.safe_load((teacher_run / "config.yaml").read_text())
+    agent = make_agent_cfg("arm_lift")
+    agent.num_steps_per_env = 8
+    agent.algorithm.class_name = "Distillation"
+    agent.teacher = teacher_cfg_from_run(saved["agent"], teacher_run / "model_2.pt")
+    return agent
+
+
+def _env(num_envs: int = 32, play: bool = False) -> BatonEnv:
+    cfg = make_task_cfg("arm_lift", play=play)
+    cfg.num_envs = num_envs
+    cfg.seed = 0
+    return BatonEnv(cfg)
+
+
+def test_distil_resume_play_export(teacher_run, tmp_path, capsys):
+    distil = ["train", "task=arm_lift", DISTIL, f"log_root={tmp_path}", "agent.save_interval=1", *TINY]
+    assert main([*distil, "max_iterations=2", f"teacher={teacher_run}"]) == 0
+    out = capsys.readouterr().out
+    assert "distilling a student (observation groups ['policy'])" in out and str(teacher_run / "model_2.pt") in out
+    run = _only_run(tmp_path)
+
+    # The checkpoint: student, teacher, optimizer, curriculum, algorithm name and what rebuilds them.
+    state = checkpoint.load(run / "model_2.pt")
+    assert state["algorithm"] == "Distillation" and state["iter"] == 2
+    assert {"student_state_dict", "teacher_state_dict", "optimizer_state_dict", "curriculum"} <= set(state)
+    assert "actor_state_dict" not in state and "privilege" in state["curriculum"]
+    assert state["student_obs_groups"] == ["policy"]
+    assert state["teacher_cfg"]["checkpoint"] == str(teacher_run / "model_2.pt")
+    assert list(state["teacher_cfg"]["obs_groups"]) == ["policy", "privileged"]
+    teacher_actor = checkpoint.load(teacher_run / "model_2.pt")["actor_state_dict"]
+    for name, tensor in teacher_actor.items():  # the teacher is the teacher run's actor, and it is not trained
+        assert torch.equal(state["teacher_state_dict"][name], tensor), name
+    first = checkpoint.load(run / "model_1.pt")["student_state_dict"]
+    assert not torch.equal(first["mlp.0.weight"], state["student_state_dict"]["mlp.0.weight"])  # the student learns
+
+    # Resuming needs no teacher=: the checkpoint holds it.
+    assert main([*distil, "max_iterations=3", "resume=true", f"run_dir={run}"]) == 0
+    assert "resuming" in capsys.readouterr().out
+    resumed = checkpoint.load(run / "model_3.pt")
+    assert resumed["iter"] == 3 and torch.equal(resumed["teacher_state_dict"]["mlp.0.weight"], teacher_actor["mlp.0.weight"])
+
+    # Play and export use the student, at λ = 0, and say so.
+    assert main(["play", f"run_dir={run}", "play.num_episodes=2", "play.video=false", "progress=false"]) == 0
+    out = capsys.readouterr().out
+    assert "using its student" in out and "privileges off (λ = 0)" in out
+    assert (run / "play" / "metrics.json").is_file()
+    assert main(["export", f"run_dir={run}"]) == 0
+    out = capsys.readouterr().out
+    assert "using its student" in out and "privileges off (λ = 0)" in out
+
+    # The export reads the `policy` group only and returns the deployable actions, as the student computes them.
+    manifest = load_manifest(run / "exported")
+    env = _env(num_envs=1, play=True)
+    assert manifest.obs_group == "policy" and manifest.obs_dim == env.observation_manager.group_dim("policy")
+    assert manifest.action_dim == DEPLOYABLE_ACTIONS == env.num_actions - env.action_manager.privileged_dim
+    session = ort.InferenceSession(str(run / "exported" / "policy.onnx"), providers=["CPUExecutionProvider"])
+    assert session.get_inputs()[0].shape[1] == manifest.obs_dim and session.get_outputs()[0].shape[1] == DEPLOYABLE_ACTIONS
+    agent = make_agent_cfg("arm_lift")
+    assert restore_distillation_cfg(agent, resumed)
+    runner = BatonRunner(RslRlVecEnv(env), agent)
+    runner.load(run / "model_3.pt", load_optimizer=False)
+    obs = env.obs
+    (action,) = session.run([manifest.output_name], {manifest.input_name: obs["policy"].numpy()})
+    with torch.inference_mode():
+        expected = runner.inference_policy()(obs)[:, :DEPLOYABLE_ACTIONS].numpy()
+    np.testing.assert_allclose(action, expected, atol=1e-5)
+    env.close()
+
+
+def test_one_line_errors(teacher_run, tmp_path, capsys):
+    # A teacher of another task, and one trained on other observations (its checkpoint does not fit).
+    reach_root, narrow_root = tmp_path / "reach", tmp_path / "narrow"
+    assert main(["train", "task=arm_reach", "max_iterations=1", f"log_root={reach_root}", *TINY]) == 0
+    assert main(["train", "task=arm_lift", "max_iterations=1", f"log_root={narrow_root}",
+                 "~env.observations.privileged.terms.contacts", *TINY]) == 0
+    reach_run, narrow_run = _only_run(reach_root, "arm_reach"), _only_run(narrow_root)
+    # A distillation run (its policy is a student: no teacher of anyone).
+    student_root = tmp_path / "student"
+    assert main(["train", "task=arm_lift", DISTIL, "max_iterations=1", f"log_root={student_root}",
+                 f"teacher={teacher_run}", *TINY]) == 0
+    student_run = _only_run(student_root)
+    capsys.readouterr()
+
+    train = ["train", "task=arm_lift", f"log_root={tmp_path / 'new'}", "max_iterations=1", *TINY]
+    for args, message in [
+        ([*train, DISTIL], "agent.algorithm.class_name=Distillation needs teacher=RUN_DIR"),
+        ([*train, f"teacher={teacher_run}"], "add agent.algorithm.class_name=Distillation"),
+        ([*train, DISTIL, f"teacher={tmp_path / 'nope'}"], "no such run folder or checkpoint"),
+        ([*train, DISTIL, f"teacher={reach_run}"], "is a run of task 'arm_reach', this run trains 'arm_lift'"),
+        ([*train, DISTIL, f"teacher={narrow_run}"], "does not fit this teacher: teacher.obs_normalizer._mean has shape [1, 44]"),
+        ([*train, DISTIL, f"teacher={student_run}"], "the teacher run is a distillation run"),
+        ([*train, DISTIL, f"teacher={teacher_run}", "agent.algorithm.distillation.gradient_length=3"],
+         "gradient_length=3 must divide"),
+        (["train", "task=arm_lift", DISTIL, "resume=true", f"run_dir={student_run}", f"teacher={teacher_run}",
+          "max_iterations=2", *TINY], "a resumed distillation keeps the teacher of its checkpoint"),
+        (["export", f"run_dir={teacher_run}"], "reads the privileged observation group(s) ['privileged']"),
+    ]:
+        assert main(args) == 2, args
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1, (args, err)
+    assert not (tmp_path / "new").exists()  # every refusal came before a run folder was written
+    assert "agent.algorithm.class_name=Distillation teacher=RUN_DIR" in err  # the teacher's export names the way out
+
+
+def test_runner_checkpoint_round_trip(teacher_run, tmp_path):
+    torch.manual_seed(0)
+    agent = _teacher_agent(teacher_run)
+    agent.save_interval = 2
+    first = BatonRunner(RslRlVecEnv(_env(16)), agent, log_dir=tmp_path)
+    first.load_teacher(agent.teacher.checkpoint)
+    first.learn(2, progress=False)
+
+    resumed = BatonRunner(RslRlVecEnv(_env(16)), _teacher_agent(teacher_run), log_dir=tmp_path)
+    with pytest.raises(RuntimeError, match="Distillation has no teacher"):
+        resumed.learn(1, progress=False)
+    resumed.load(tmp_path / "model_2.pt")
+    assert resumed.iteration == 2 and resumed.total_env_steps == first.total_env_steps
+    for model in ("student", "teacher"):
+        old, new = getattr(first.alg, model).state_dict(), getattr(resumed.alg, model).state_dict()
+        assert all(torch.equal(old[k], new[k]) for k in old), model  # normaliser statistics included
+    old_opt, new_opt = first.alg.optimizer.state_dict(), resumed.alg.optimizer.state_dict()
+    for key, slot in old_opt["state"].items():
+        assert torch.equal(slot["exp_avg"], new_opt["state"][key]["exp_avg"])
+    assert resumed.inference_policy() is resumed.alg.student  # play and export get the student
+    resumed.learn(3, progress=False)
+    assert checkpoint.load(tmp_path / "model_3.pt")["iter"] == 3
+
+    # The two kinds of checkpoint do not mix.
+    with pytest.raises(checkpoint.CheckpointError, match="pass its run as teacher=RUN_DIR"):
+        resumed.load(teacher_run / "model_2.pt", load_optimizer=False)
+    with pytest.raises(checkpoint.CheckpointError, match="holds no actor"):
+        resumed.load_teacher(tmp_path / "model_2.pt")
+    ppo = BatonRunner(RslRlVecEnv(_env(16)), make_agent_cfg("arm_lift"))
+    with pytest.raises(checkpoint.CheckpointError, match="load it with agent.algorithm.class_name=Distillation"):
+        ppo.load(tmp_path / "model_2.pt", load_optimizer=False)
+
+
+def test_student_imitates_the_teacher(teacher_run):
+    """The behaviour loss on a fixed batch of states falls well below the untrained student's."""
+    torch.manual_seed(0)
+    env = RslRlVecEnv(_env(32))
+    runner = BatonRunner(env, _teacher_agent(teacher_run))
+    runner.load_teacher(runner.cfg.teacher.checkpoint)
+    frames = []
+    with torch.inference_mode():  # states the teacher visits, with its own privileged inputs
+        obs = env.get_observations()
+        for _ in range(8):
+            frames.append(obs.clone())
+            obs, _, _, _ = env.step(runner.alg.teacher(obs))
+    batch = torch.cat(frames)
+
+    def behaviour_loss() -> float:
+        with torch.inference_mode():
+            return torch.nn.functional.mse_loss(runner.alg.student(batch), runner.alg.teacher(batch)).item()
+
+    before, logged = behaviour_loss(), []
+    runner.learn(8, progress=False, on_iteration=lambda _, stats: logged.append(stats["Loss/behavior"]))
+    after = behaviour_loss()
+    print(f"\n[distillation] fixed-batch behaviour loss {before:.4f} -> {after:.4f}; logged {logged[0]:.4f} -> {logged[-1]:.4f}")
+    assert after < 0.2 * before
+    assert logged[-1] < 0.3 * logged[0]
