@@ -1,0 +1,26 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Door terms: reach the handle, open the door (progress toward the goal angle), the door is open.
+
+Angles are the exact hinge angle (simulation state): the reward may know more than the policy sees.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from batonlab.env.mdp_door import joint_angle, sensor_offset
+
+
+def reach_handle_tanh(env, handle_sensor: str, ee_sensor: str, std: float) -> torch.Tensor:
+    """`1 - tanh(distance / std)` from the tool point to the handle (world-frame position sensors) [m]."""
+    return 1.0 - torch.tanh(sensor_offset(env, handle_sensor, ee_sensor).norm(dim=1) / std)
+
+
+def door_open_progress(env, joint: str, angle: float) -> torch.Tensor:
+    """Fraction of the goal opening achieved, clipped to [0, 1]: rewards every degree on the way."""
+    return (joint_angle(env, joint) / angle).clamp(0.0, 1.0)
+
+
+def door_opened(env, joint: str, angle: float) -> torch.Tensor:
+    """True where the door is open at least `angle` [rad] (the success of `arm_door`)."""
+    return joint_angle(env, joint) >= angle
