@@ -23,6 +23,9 @@ class PrivilegeSchedule:
         min_level: λ never goes below this (0: the schedule ends without help).
     """
 
+    sets_privilege_level = True
+    """Marks a term that drives λ: a distillation (which runs at λ = 0) drops it."""
+
     def __init__(self, env, success_threshold: float = 0.8, window_episodes: int = 1024, step: float = 0.25,
                  min_level: float = 0.0):
         if not 0.0 < success_threshold <= 1.0 or window_episodes < 1 or step <= 0.0:

@@ -23,14 +23,24 @@ def object_height(env, body: str, event: str) -> torch.Tensor:
     return body_pos(env, body)[:, 2] - rest
 
 
-def lift_progress(env, body: str, event: str, height: float) -> torch.Tensor:
-    """Fraction of the goal lift achieved, clipped to [0, 1]: rewards every centimetre on the way up."""
-    return (object_height(env, body, event) / height).clamp(0.0, 1.0)
+def object_at_tool(env, body: str, sensor: str, radius: float) -> torch.Tensor:
+    """True where the object's centre is within `radius` of the tool point: it is in the hand [m]."""
+    return ee_to_body(env, body, sensor).norm(dim=1) < radius
 
 
-def object_lifted(env, body: str, event: str, height: float) -> torch.Tensor:
-    """True where the object is at least `height` above its resting height (the success of `arm_lift`)."""
-    return object_height(env, body, event) >= height
+def lift_progress(env, body: str, event: str, height: float, sensor: str, radius: float) -> torch.Tensor:
+    """Fraction of the goal lift achieved (clipped to [0, 1]) while the object is at the tool point.
+
+    Rewarding height alone pays for flinging the object: a policy swatting it into the air collects
+    the lift bonus for the whole flight. Counting only a lift in hand pays for carrying it.
+    """
+    progress = (object_height(env, body, event) / height).clamp(0.0, 1.0)
+    return progress * object_at_tool(env, body, sensor, radius).float()
+
+
+def object_lifted(env, body: str, event: str, height: float, sensor: str, radius: float) -> torch.Tensor:
+    """True where the object is at least `height` above its resting height and in hand (`arm_lift`'s success)."""
+    return (object_height(env, body, event) >= height) & object_at_tool(env, body, sensor, radius)
 
 
 def object_below(env, body: str, z: float) -> torch.Tensor:

@@ -131,7 +131,7 @@ def make_agent_cfg(name: str) -> RunnerCfg:
 
 def _load_builtin_tasks() -> None:
     # Task modules register themselves on import; importing here keeps `import batonlab.tasks` cheap.
-    from batonlab.tasks import arm_door, arm_lift, arm_reach, wl_balance, wl_loco_manip, wl_velocity  # noqa: F401
+    from batonlab.tasks import arm_door, arm_lift, arm_push_grasp, arm_reach, wl_balance, wl_loco_manip, wl_velocity  # noqa: F401
 
 
 def _load_plugins() -> None:

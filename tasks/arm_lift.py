@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """`arm_lift`: the table-mounted arm6 grasps a cube and lifts it 10 cm above the table.
 
-One parsimonious reward: reach the cube, lift it (progress toward 10 cm), and a success bonus. The
+One parsimonious reward: reach the cube, lift it in hand (progress toward 10 cm), and a success bonus
+(the cube 10 cm up and within 6 cm of the tool point: a thrown cube does not count). The
 cube's size, mass, friction, position and heading are drawn per episode. While privileged (λ > 0) a
 virtual force pulls the cube toward the tool point and carries its weight while both fingertips
 touch it, and the gripper passes through the table; `PrivilegeSchedule` lowers λ as the policy
@@ -46,6 +47,9 @@ from batonlab.tasks.table_scene import add_box_object, add_gripper_table_pairs, 
 LIFT_HEIGHT = 0.10
 """Lift above the resting height that counts as success [m]."""
 
+IN_HAND_RADIUS = 0.06
+"""The cube counts as in hand within this distance of the tool point [m] (a lift counts only in hand)."""
+
 CUBE_HALF = 0.025
 """Nominal half edge of the cube [m] (drawn between 80 % and 100 % of it)."""
 
@@ -61,8 +65,9 @@ def make_lift_spec():
     return spec
 
 
-def object_observations(joints: tuple[str, ...]) -> dict[str, ObsGroupCfg]:
-    """The deployable `policy` group and the simulator-only `privileged` group of the object tasks."""
+def object_observations(joints: tuple[str, ...], play: bool = False) -> dict[str, ObsGroupCfg]:
+    """The deployable `policy` group and the simulator-only `privileged` group of the object tasks
+    (`play`: no noise, no delay, as on the robot's side of the export parity)."""
     return {
         "policy": ObsGroupCfg(
             terms={
@@ -75,7 +80,7 @@ def object_observations(joints: tuple[str, ...]) -> dict[str, ObsGroupCfg]:
                     noise_std=0.005, delay_range_steps=(0, 2)),
                 "last_action": ObsTermCfg(func=mdp.last_action),
             },
-            enable_corruption=True,
+            enable_corruption=not play,
         ),
         "privileged": ObsGroupCfg(
             terms={
@@ -93,7 +98,7 @@ def object_observations(joints: tuple[str, ...]) -> dict[str, ObsGroupCfg]:
 
 def make_arm_lift_cfg(play: bool = False) -> TaskCfg:
     joints = (*ARM_JOINTS, GRIPPER_JOINT)
-    lift = {"body": "object", "event": "object", "height": LIFT_HEIGHT}
+    lift = {"body": "object", "event": "object", "height": LIFT_HEIGHT, "sensor": "ee_pos_w", "radius": IN_HAND_RADIUS}
     cfg = TaskCfg(
         scene=SceneCfg(build=make_lift_spec, default_joint_pos=home_pose(), camera="overview"),
         sim=SimCfg(physics_dt=0.005, decimation=4),
@@ -104,7 +109,7 @@ def make_arm_lift_cfg(play: bool = False) -> TaskCfg:
             # Zero action holds the gripper half open (home: 0.02 per finger); ±1 opens or closes it fully.
             "gripper": ActionTermCfg(cls=JointPositionAction, joints=(GRIPPER_JOINT,), scale=0.02),
         },
-        observations=object_observations(joints),
+        observations=object_observations(joints, play),
         rewards={
             "reach": RewardTermCfg(func=manipulation.reach_object_tanh,
                                    params={"body": "object", "sensor": "ee_pos_w", "std": 0.1}, weight=1.0),
@@ -126,7 +131,7 @@ def make_arm_lift_cfg(play: bool = False) -> TaskCfg:
         privileges={
             "attraction": PrivilegeTermCfg(
                 func=AttractionForce,
-                params={"body": "object", "site_sensor": "ee_pos_w", "kp": 60.0, "max_force": 6.0, "lift_fraction": 1.0,
+                params={"body": "object", "site_sensor": "ee_pos_w", "kp": 150.0, "kd": 3.0, "max_force": 6.0, "lift_fraction": 1.0,
                         "touch_sensors": FINGERTIP_TOUCH, "radius": 0.08}),
             "gripper_through_table": PrivilegeTermCfg(
                 func=RelaxedContacts,

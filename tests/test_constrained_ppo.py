@@ -240,10 +240,10 @@ def test_cost_mini_batches_carry_the_rows_of_the_ppo_batch():
 
 
 def test_algorithm_selection_and_its_errors():
-    assert set(ALGORITHMS) == {"PPO", "P3O", "PPOLagrangian"}
+    assert set(ALGORITHMS) == {"PPO", "P3O", "PPOLagrangian", "Distillation"}
     ppo = to_rsl_rl_dict(RunnerCfg())["algorithm"]
     assert ppo["class_name"] == "PPO" and not {"constraint", "constraint_cfg", "num_costs"} & set(ppo)
-    with pytest.raises(ValueError, match=r"valid names: \['PPO', 'P3O', 'PPOLagrangian'\]"):
+    with pytest.raises(ValueError, match=r"valid names: \['PPO', 'P3O', 'PPOLagrangian', 'Distillation'\]"):
         to_rsl_rl_dict(RunnerCfg(algorithm=AlgorithmCfg(class_name="Bogus")))
     no_costs = make_task_cfg("arm_reach")
     no_costs.num_envs = 4
@@ -262,7 +262,7 @@ def test_cli_overrides_select_the_algorithm(capsys):
     assert inv.agent.algorithm.constraint.multiplier_update == "pid" and inv.agent.algorithm.constraint.pid_kp == 3.0
     assert main(["train", "task=arm_reach", "agent.algorithm.class_name=Bogus"]) == 2
     err = capsys.readouterr().err
-    assert "agent.algorithm.class_name=Bogus: expected one of ['PPO', 'P3O', 'PPOLagrangian']" in err
+    assert "agent.algorithm.class_name=Bogus: expected one of ['PPO', 'P3O', 'PPOLagrangian', 'Distillation']" in err
 
 
 def test_recurrent_models_rnd_and_symmetry_are_refused():

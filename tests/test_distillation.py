@@ -65,13 +65,14 @@ def test_distil_resume_play_export(teacher_run, tmp_path, capsys):
     assert main([*distil, "max_iterations=2", f"teacher={teacher_run}"]) == 0
     out = capsys.readouterr().out
     assert "distilling a student (observation groups ['policy'])" in out and str(teacher_run / "model_2.pt") in out
+    assert "distilling at λ = 0 (privileges off, curriculum ['privilege'] dropped)" in out
     run = _only_run(tmp_path)
 
     # The checkpoint: student, teacher, optimizer, curriculum, algorithm name and what rebuilds them.
     state = checkpoint.load(run / "model_2.pt")
     assert state["algorithm"] == "Distillation" and state["iter"] == 2
     assert {"student_state_dict", "teacher_state_dict", "optimizer_state_dict", "curriculum"} <= set(state)
-    assert "actor_state_dict" not in state and "privilege" in state["curriculum"]
+    assert "actor_state_dict" not in state and "privilege" not in state["curriculum"]  # the student learns at λ = 0
     assert state["student_obs_groups"] == ["policy"]
     assert state["teacher_cfg"]["checkpoint"] == str(teacher_run / "model_2.pt")
     assert list(state["teacher_cfg"]["obs_groups"]) == ["policy", "privileged"]

@@ -22,21 +22,16 @@ from batonlab.env.virtual_forces import VirtualForceAction
 from batonlab.export.deployable import ExportError
 from batonlab.export.onnx import export
 from batonlab.rl.runner import BatonRunner
+from batonlab.env import mdp
 from batonlab.rl.vecenv import RslRlVecEnv
 from batonlab.tasks import make_agent_cfg, make_task_cfg
 
 
-def _virtual_force_env(keep_last_action: bool = False) -> BatonEnv:
-    """arm_lift's play variant with a privileged virtual-force action term appended last.
-
-    `mdp.last_action` holds the whole action vector, virtual force included, so the deployable
-    group leaves it out unless asked to keep it.
-    """
+def _virtual_force_env() -> BatonEnv:
+    """arm_lift's play variant with a privileged virtual-force action term appended last."""
     cfg = make_task_cfg("arm_lift", play=True)
     cfg.num_envs = 2
     cfg.actions["virtual_force"] = ActionTermCfg(cls=VirtualForceAction, joints=(), params={"body": "object", "max_force": 5.0})
-    if not keep_last_action:
-        del cfg.observations["policy"].terms["last_action"]
     return BatonEnv(cfg)
 
 
@@ -76,10 +71,15 @@ def test_privileged_inputs_are_refused(tmp_path):
     with pytest.raises(ExportError, match=r"exactly one"):
         export(env, _runner(env, ["policy", "policy"]).inference_policy(), tmp_path / "two", "arm_lift")
     env.close()
-
-    # The whole last action (virtual force included) in the deployable group is a privileged input too.
-    env = _virtual_force_env(keep_last_action=True)
-    with pytest.raises(ExportError, match=r"\['last_action'\] hold the whole last action, including 3 privileged"):
-        export(env, _runner(env, ["policy"]).inference_policy(), tmp_path / "last_action", "arm_lift")
-    env.close()
     assert not any(tmp_path.iterdir())  # nothing written
+
+
+def test_last_action_holds_only_the_deployable_dims():
+    """A robot knows the actions it executed: the policy's `last_action` input never carries virtual forces."""
+    env = _virtual_force_env()
+    action = torch.arange(10, dtype=torch.float32).expand(2, 10)
+    env.step(action)
+    width = sum(t.width for t in env.observation_manager.layout["policy"] if t.name == "last_action")
+    assert width == 7
+    assert torch.equal(mdp.last_action(env), action[:, :7])
+    env.close()

@@ -24,6 +24,7 @@ from batonlab.cli.common import (
     new_run_dir,
     play_task_cfg,
     privileges_off,
+    student_conditions,
     seed_everything,
     stop_on_signals,
 )
@@ -113,6 +114,8 @@ def _train(inv: Invocation, device: str, ctx, on_iteration) -> TrainResult:
     ckpt = find_checkpoint(top, run_dir) if top.resume else None
     total = top.max_iterations if top.max_iterations is not None else inv.agent.max_iterations
     distilling = inv.agent.algorithm.is_distillation
+    if distilling:
+        student_conditions(inv.task)
     if distilling and ckpt is not None:
         if top.teacher:
             raise CliError(f"a resumed distillation keeps the teacher of its checkpoint; drop teacher={top.teacher}")

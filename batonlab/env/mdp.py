@@ -26,8 +26,10 @@ def joint_vel(env, joints: tuple[str, ...]) -> torch.Tensor:
 
 
 def last_action(env) -> torch.Tensor:
-    """The policy output of the previous step (raw, before scaling), (num_envs, num_actions)."""
-    return env.action_manager.action
+    """The deployable policy output of the previous step (raw, before scaling), (num_envs, num_actions
+    - privileged dims): a robot knows the actions it executed, never the virtual forces of training."""
+    manager = env.action_manager
+    return manager.action[:, : manager.action_dim - manager.privileged_dim]
 
 
 def generated_command(env, command: str) -> torch.Tensor:

@@ -68,13 +68,14 @@ class VirtualForceAction:
 class AttractionForce:
     """Privilege rule: pull `body` toward a site, and carry part of its weight while it is held.
 
-    `force = λ · (clip(kp · (site - body), max_force) + lift_fraction · m·g · held · ẑ)` [N], where
-    `held` means both touch sensors read more than `touch_threshold` [N].
+    `force = λ · (clip(kp · (site - body) - kd · v_body, max_force) + lift_fraction · m·g · held · ẑ)` [N],
+    where `held` means every touch sensor reads more than `touch_threshold` [N] and m is the nominal mass.
 
     Args:
         body: The object's body; it must be the child of a free joint (its position is read from qpos).
         site_sensor: A world-frame `framepos` sensor of the tool point.
         kp: Pull per metre of distance [N/m].
+        kd: Damping of the object's velocity, so that the pull does not swing it [N·s/m].
         max_force: Cap of the pull [N].
         lift_fraction: Part of the object's weight carried while it is held.
         touch_sensors: Fingertip touch sensors; all must read contact for a grasp-like contact.
@@ -83,7 +84,7 @@ class AttractionForce:
             centimetres of a grasp, not the search).
     """
 
-    def __init__(self, env, body: str, site_sensor: str, kp: float, max_force: float, lift_fraction: float = 0.0,
+    def __init__(self, env, body: str, site_sensor: str, kp: float, max_force: float, kd: float = 0.0, lift_fraction: float = 0.0,
                  touch_sensors: tuple[str, ...] = (), touch_threshold: float = 0.05, radius: float = float("inf")):
         self.env = env
         self.body_id = env.scene.body_id(body)
@@ -91,12 +92,12 @@ class AttractionForce:
         joint = int(model.body_jntadr[self.body_id])
         if joint < 0 or int(model.jnt_type[joint]) != 0:
             raise ValueError(f"AttractionForce: body '{body}' must hang on a free joint")
-        self.qpos_adr = int(model.jnt_qposadr[joint])
+        self.qpos_adr, self.dof_adr = int(model.jnt_qposadr[joint]), int(model.jnt_dofadr[joint])
         self.site_sensor = site_sensor
         env.sim.sensor(site_sensor)  # fail now on a wrong name
         for name in touch_sensors:
             env.sim.sensor(name)
-        self.kp, self.max_force, self.radius = float(kp), float(max_force), float(radius)
+        self.kp, self.kd, self.max_force, self.radius = float(kp), float(kd), float(max_force), float(radius)
         self.lift_fraction, self.touch_sensors, self.touch_threshold = float(lift_fraction), tuple(touch_sensors), float(touch_threshold)
         self.weight = float(model.body_subtreemass[self.body_id]) * GRAVITY
         self.force = torch.zeros(env.num_envs, 3, device=env.device)
@@ -116,7 +117,7 @@ class AttractionForce:
             return
         offset = env.sim.sensor(self.site_sensor) - env.sim.qpos[:, self.qpos_adr : self.qpos_adr + 3]
         distance = offset.norm(dim=1, keepdim=True)
-        pull = self.kp * offset
+        pull = self.kp * offset - self.kd * env.sim.qvel[:, self.dof_adr : self.dof_adr + 3]
         pull = pull * (self.max_force / pull.norm(dim=1, keepdim=True).clamp_min(self.max_force))
         pull = torch.where(distance <= self.radius, pull, torch.zeros_like(pull))
         lift = self.lift_fraction * self.weight * self.held(env).float()

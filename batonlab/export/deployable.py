@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import torch
 
-from batonlab.env import mdp
 
 DISTIL_HINT = ("distil a deployable student: batonlab train task=... agent.algorithm.class_name=Distillation "
                "teacher=RUN_DIR")
@@ -29,8 +28,8 @@ def deployable_obs_group(env, policy) -> str:
         policy: rsl-rl's actor or student (`MLPModel`, its `obs_groups` are the groups it concatenates).
 
     Raises:
-        ExportError: The policy reads a privileged group, more than one group, or a deployable group
-            that carries privileged action dims (`last_action` of a task with privileged actions).
+        ExportError: The policy reads a privileged group or more than one group. (`mdp.last_action`
+            holds only the deployable action dims, so a deployable group never carries privileged ones.)
     """
     groups = list(policy.obs_groups)
     observations = env.cfg.observations
@@ -42,14 +41,7 @@ def deployable_obs_group(env, policy) -> str:
         raise ExportError(f"the policy reads the observation groups {groups}; an export takes exactly one "
                           "(its manifest describes one group): train it with one actor group, or "
                           f"{DISTIL_HINT} and agent.obs_groups.student=[GROUP]")
-    group = groups[0]
-    if env.action_manager.privileged_dim:
-        carrying = [name for name, term in observations[group].terms.items() if term.func is mdp.last_action]
-        if carrying:
-            raise ExportError(f"observation group '{group}' term(s) {carrying} hold the whole last action, including "
-                              f"{env.action_manager.privileged_dim} privileged action dims a robot never has; "
-                              "remove them from the deployable group (or observe only the deployable dims)")
-    return group
+    return groups[0]
 
 
 def deployable_action_dim(env) -> int:

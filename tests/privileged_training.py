@@ -1,0 +1,65 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Teachers of the privileged tasks, trained once per session, and their evaluation at a chosen λ.
+
+A teacher's actor reads the privileged observation group, so it is not exported: it is evaluated in
+simulation and distilled into a deployable student.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from batonlab.env.env import BatonEnv
+from batonlab.rl.evaluate import EvalResult, evaluate
+from batonlab.rl.runner import BatonRunner
+from batonlab.rl.vecenv import RslRlVecEnv
+from batonlab.tasks import make_agent_cfg, make_task_cfg
+
+
+@dataclass
+class TrainedTeacher:
+    task: str
+    run_dir: Path
+    """The training run folder (`model_<iterations>.pt` in it), what `teacher=RUN_DIR` takes."""
+    checkpoint: Path
+    policy: object
+    """The torch inference policy (TensorDict → actions)."""
+    privilege_level: float
+    """λ during the whole training."""
+    env_steps: int
+
+
+def train_teacher(task: str, run_dir: Path, num_envs: int, iterations: int, privilege_level: float, seed: int = 0,
+                  schedule: bool = False) -> TrainedTeacher:
+    """Train a privileged task's default (teacher) agent from scratch with BatonRunner.
+
+    Args:
+        privilege_level: λ of the training.
+        schedule: Keep the task's privilege schedule (False: λ stays at `privilege_level`).
+    """
+    torch.manual_seed(seed)
+    cfg = make_task_cfg(task)
+    cfg.num_envs, cfg.seed, cfg.privilege_level = num_envs, seed, privilege_level
+    if not schedule:
+        cfg.curriculum.pop("privilege", None)
+    env = BatonEnv(cfg)
+    runner = BatonRunner(RslRlVecEnv(env), make_agent_cfg(task), log_dir=run_dir)
+    runner.learn(iterations, progress=False)
+    env.close()
+    return TrainedTeacher(task, Path(run_dir), runner.last_checkpoint, runner.inference_policy(), privilege_level,
+                          runner.total_env_steps)
+
+
+@torch.inference_mode()
+def evaluate_at_level(task: str, policy, privilege_level: float, num_episodes: int = 64, seed: int = 7) -> EvalResult:
+    """One episode per env of the play task at privilege level λ (play runs at 0; a teacher's training level
+    shows what it learned with help)."""
+    cfg = make_task_cfg(task, play=True)
+    cfg.num_envs, cfg.seed, cfg.privilege_level = num_episodes, seed, privilege_level
+    env = BatonEnv(cfg)
+    result = evaluate(env, policy, progress=False)
+    env.close()
+    return result
