@@ -10,7 +10,8 @@ The robot side (`policy_node`) and simulation (`batonlab play record=DIR`) write
     /odom                   nav_msgs/msg/Odometry              base pose and twist of a mobile robot (see below)
     /cmd_vel                geometry_msgs/msg/Twist            velocity command, when the task has one
     /commands/<name>        geometry_msgs/msg/PointStamped     task commands (3-vectors), else Float64MultiArray
-    /sensors/<name>         geometry_msgs/msg/PointStamped     sensors the policy reads (3-vectors), else Float64MultiArray
+    /sensors/<name>         geometry_msgs/msg/PointStamped     sensors the policy reads (3-vectors), else Float64MultiArray,
+                            geometry_msgs/msg/PoseStamped      or, for pose sensors (an object estimate), PoseStamped
     /joint_commands         std_msgs/msg/Float64MultiArray     joint targets sent to the servos (PD targets)
     /batonlab/policy_step   batonlab_msgs/msg/PolicyStep       observation, raw and filtered action, safety state
     /batonlab/metadata      std_msgs/msg/String                JSON metadata (first message of the bag)
@@ -76,6 +77,9 @@ COMMAND_TOPIC_PREFIX = "/commands/"
 
 SENSOR_TOPIC_PREFIX = "/sensors/"
 """Sensors the policy reads by name are recorded on `/sensors/<name>`."""
+
+POSE_STAMPED = "geometry_msgs/msg/PoseStamped"
+"""Type of a pose sensor's topic (`batonlab.deploy.pose`: read back as x, y, z, qw, qx, qy, qz)."""
 
 MSG_TYPES = {
     "joint_states": "sensor_msgs/msg/JointState",

@@ -98,6 +98,21 @@ def vector_record(stamp_ns, header_ns, topic, frame_id, values) -> tuple:
     return ("vector", int(stamp_ns), header_ns, topic, str(frame_id), f64_bytes(values))
 
 
+class PoseRecord(NamedTuple):
+    """A pose sensor reading (e.g. a perception node's object estimate) on its own topic."""
+
+    stamp_ns: int
+    header_ns: int | None
+    topic: str
+    frame_id: str
+    pose: bytes
+    """(7,) position [m] then quaternion (w, x, y, z), as received."""
+
+
+def pose_record(stamp_ns, header_ns, topic, frame_id, pose) -> tuple:
+    return ("pose", int(stamp_ns), header_ns, topic, str(frame_id), f64_bytes(pose))
+
+
 class PolicyStepRecord(NamedTuple):
     stamp_ns: int
     step: int
@@ -119,11 +134,12 @@ def policy_step_record(stamp_ns, step, episode, observation, action_raw, action_
             optional_f64_bytes(action_filtered), str(safety_state), str(safety_reason), int(input_ns), float(compute_time_s))
 
 
-Record = JointStateRecord | ImuRecord | OdomRecord | TwistRecord | JointCommandRecord | VectorRecord | PolicyStepRecord
+Record = (JointStateRecord | ImuRecord | OdomRecord | TwistRecord | JointCommandRecord | VectorRecord | PoseRecord
+          | PolicyStepRecord)
 
 RECORD_TYPES: dict[str, type] = {
     "joint_states": JointStateRecord, "imu": ImuRecord, "odom": OdomRecord, "cmd_vel": TwistRecord,
-    "joint_commands": JointCommandRecord, "vector": VectorRecord, "policy_step": PolicyStepRecord,
+    "joint_commands": JointCommandRecord, "vector": VectorRecord, "pose": PoseRecord, "policy_step": PolicyStepRecord,
 }
 """Kind (the first element of an encoded record) → record class."""
 

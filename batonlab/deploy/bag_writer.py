@@ -23,13 +23,14 @@ from typing import Any
 
 import numpy as np
 
-from batonlab.deploy.bag_format import MSG_TYPES, METADATA_KEYS, make_typestore, metadata_json
+from batonlab.deploy.bag_format import MSG_TYPES, METADATA_KEYS, POSE_STAMPED, make_typestore, metadata_json
 from batonlab.deploy.bag_records import (
     ImuRecord,
     JointCommandRecord,
     JointStateRecord,
     OdomRecord,
     PolicyStepRecord,
+    PoseRecord,
     Record,
     TwistRecord,
     VectorRecord,
@@ -159,6 +160,12 @@ class BagWriter:
                 msgtype = "geometry_msgs/msg/PointStamped"
                 return record.topic, msgtype, T[msgtype](header=header, point=T["geometry_msgs/msg/Point"](*values))
             return record.topic, "std_msgs/msg/Float64MultiArray", _float_array(T, values, record.topic.rsplit("/", 1)[-1])
+        if isinstance(record, PoseRecord):
+            x, y, z, qw, qx, qy, qz = f64_array(record.pose)
+            header.frame_id = record.frame_id
+            pose = T["geometry_msgs/msg/Pose"](position=T["geometry_msgs/msg/Point"](x=x, y=y, z=z),
+                                               orientation=T["geometry_msgs/msg/Quaternion"](x=qx, y=qy, z=qz, w=qw))
+            return record.topic, POSE_STAMPED, T[POSE_STAMPED](header=header, pose=pose)
         if isinstance(record, PolicyStepRecord):
             return self.topics["policy_step"], MSG_TYPES["policy_step"], T[MSG_TYPES["policy_step"]](
                 header=header, step=record.step, episode=record.episode, observation=f32_array(record.observation),

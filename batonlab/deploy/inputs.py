@@ -60,6 +60,9 @@ class VectorInput:
     stamp: float | None = None
     """Arrival time of the last message (monotonic) [s]."""
     gaps: ArrivalGaps = field(default_factory=lambda: ArrivalGaps(1))
+    pose: bool = False
+    """A pose sensor (`batonlab.deploy.pose`): position then quaternion (w, x, y, z); one whose quaternion
+    is off unit length is as bad as a non-finite reading."""
 
     @property
     def required(self) -> bool:

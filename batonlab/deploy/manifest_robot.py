@@ -2,6 +2,10 @@
 """Manifest sections about the robot rather than the policy: where sensor readings come from and
 in which frame, the joints held while the policy drives others, and how the robot stops safely.
 
+A sensor is one MuJoCo sensor (its type: "gyro", "framepos", …) or a pose ("pose": a `framepos` and
+a `framequat` referenced to one frame, e.g. a perception node's object estimate); `mujoco_sensors`
+names what gives the reading in simulation, so the sim robot publishes what training read.
+
 Frames follow ROS: REP-103 axes (x forward, y left, z up; right-handed) for the base and the IMU,
 and REP-145 for IMU data. The simulator's world is z-up, so an IMU orientation from MuJoCo's
 `framequat` is the same quantity a REP-145 IMU reports in a gravity-aligned (ENU) frame; only its
@@ -16,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from batonlab.deploy.manifest_json import ManifestError, bounds, finite_or_null, numbers, required, required_number
+from batonlab.deploy.pose import POSE_DIM, QUAT_NORM_TOLERANCE
 
 IMU_ORIENTATION, IMU_ANGULAR_VELOCITY, IMU_LINEAR_ACCELERATION, TOPIC = (
     "imu.orientation", "imu.angular_velocity", "imu.linear_acceleration", "topic")
@@ -32,6 +37,16 @@ SENSOR_CONVENTIONS = {
 }
 """What a reading from each source means; written next to each sensor in manifest.json."""
 
+POSE = "pose"
+"""`SensorSpec.type` of a pose: position [m] then orientation quaternion (w, x, y, z), from a `framepos`
+and a `framequat` of one object referenced to one frame (`batonlab.deploy.pose`)."""
+
+POSE_CONVENTION = (f"position [m] then orientation quaternion (w, x, y, z) of the sensed frame in `frame` (REP-103 axes), "
+                   f"published on sensors/<name> as geometry_msgs/PoseStamped; a quaternion whose length is off 1 by more "
+                   f"than {QUAT_NORM_TOLERANCE} is bad input (the robot stops); q and -q are one orientation, the policy "
+                   f"sees the one with w >= 0")
+"""What a pose reading means; written next to each pose sensor in manifest.json."""
+
 _AT_REST = {IMU_ORIENTATION: (1.0, 0.0, 0.0, 0.0), IMU_LINEAR_ACCELERATION: (0.0, 0.0, 9.81)}
 
 
@@ -40,7 +55,7 @@ class SensorSpec:
     """A sensor the policy reads, as the training scene defined it."""
 
     type: str
-    """MuJoCo sensor type, e.g. "gyro", "accelerometer", "framequat", "framepos"."""
+    """MuJoCo sensor type, e.g. "gyro", "accelerometer", "framequat", "framepos"; or `POSE`."""
     dim: int
     source: str
     """One of `SENSOR_SOURCES`."""
@@ -52,27 +67,58 @@ class SensorSpec:
     """Position of `frame` in `body` [m]."""
     quat: tuple[float, ...] = (1.0, 0.0, 0.0, 0.0)
     """Orientation of `frame` in `body` (w, x, y, z): how the robot's IMU must be mounted, or rotated to."""
+    mujoco_sensors: tuple[str, ...] = ()
+    """The MuJoCo sensors whose readings, concatenated, are this sensor in simulation (a pose: its
+    `framepos` then its `framequat`); empty (manifests before poses): the MuJoCo sensor of the same name."""
 
     def __post_init__(self):
         if self.source not in SENSOR_SOURCES:
             raise ManifestError(f"sensor source '{self.source}' is not one of {list(SENSOR_SOURCES)}")
         if self.dim < 1:
             raise ManifestError(f"sensor dim must be >= 1, got {self.dim}")
+        if self.type == POSE:
+            if self.dim != POSE_DIM or self.source != TOPIC:
+                raise ManifestError(f"a pose sensor has dim {POSE_DIM} and source '{TOPIC}', got dim {self.dim} and "
+                                    f"source '{self.source}'")
+            if len(self.mujoco_sensors) != 2:
+                raise ManifestError(f"a pose sensor names two MuJoCo sensors (its framepos, then its framequat), got "
+                                    f"{list(self.mujoco_sensors)}")
+        elif len(self.mujoco_sensors) > 1:
+            raise ManifestError(f"a '{self.type}' sensor is one MuJoCo sensor, got {list(self.mujoco_sensors)}")
+
+    @property
+    def convention(self) -> str:
+        """What a reading means (`POSE_CONVENTION`, else by source)."""
+        return POSE_CONVENTION if self.type == POSE else SENSOR_CONVENTIONS[self.source]
 
     def at_rest(self) -> np.ndarray:
-        """The reading of this sensor on a robot standing level and still (a dry run feeds it)."""
+        """The reading of this sensor on a robot standing level and still (a dry run feeds it); a pose
+        at rest is the identity (at the frame's origin, aligned with it)."""
+        if self.type == POSE:
+            return np.array((0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0))
         return np.array(_AT_REST.get(self.source, (0.0,) * self.dim), dtype=np.float64)
 
     def to_json(self) -> dict[str, Any]:
         return {"type": self.type, "dim": self.dim, "source": self.source, "frame": self.frame, "body": self.body,
-                "pos": list(self.pos), "quat": list(self.quat), "convention": SENSOR_CONVENTIONS[self.source]}
+                "pos": list(self.pos), "quat": list(self.quat), "mujoco_sensors": list(self.mujoco_sensors),
+                "convention": self.convention}
 
     @classmethod
     def from_json(cls, data: dict, label: str) -> SensorSpec:
-        return cls(type=required(data, label, "type", str), dim=required(data, label, "dim", int),
-                   source=required(data, label, "source", str), frame=str(data.get("frame", "")),
-                   body=str(data.get("body", "")), pos=numbers(list(data.get("pos") or (0.0, 0.0, 0.0)), f"{label}.pos"),
-                   quat=numbers(list(data.get("quat") or (1.0, 0.0, 0.0, 0.0)), f"{label}.quat"))
+        if not isinstance(data, dict):
+            raise ManifestError(f"field '{label}' should be an object, got {type(data).__name__}")
+        mujoco_sensors = data.get("mujoco_sensors") or []
+        if not isinstance(mujoco_sensors, list) or not all(isinstance(s, str) and s for s in mujoco_sensors):
+            raise ManifestError(f"field '{label}.mujoco_sensors' should be a list of sensor names, got {mujoco_sensors!r}")
+        try:
+            return cls(type=required(data, label, "type", str), dim=required(data, label, "dim", int),
+                       source=required(data, label, "source", str), frame=str(data.get("frame", "")),
+                       body=str(data.get("body", "")), pos=numbers(list(data.get("pos") or (0.0, 0.0, 0.0)), f"{label}.pos"),
+                       quat=numbers(list(data.get("quat") or (1.0, 0.0, 0.0, 0.0)), f"{label}.quat"),
+                       mujoco_sensors=tuple(mujoco_sensors))
+        except ManifestError as err:
+            message = str(err)
+            raise ManifestError(message if label in message else f"{label}: {message}") from None
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from batonlab.deploy.manifest import Manifest, ManifestError, ObsTermLayout
+from batonlab.deploy.manifest_robot import POSE
+from batonlab.deploy.pose import POSE_DIM, canonical_pose
 
 
 @dataclass
@@ -43,6 +45,9 @@ class ObsContext:
     """Joints read by any term or commanded, in first-use order: action joints, held joints, then the rest."""
     sensors: dict[str, int] = field(default_factory=dict)
     """Sensor inputs by name → width."""
+    poses: set[str] = field(default_factory=set)
+    """Sensor inputs that are poses (`batonlab.deploy.pose`): they arrive as geometry_msgs/PoseStamped,
+    and a quaternion off unit length is bad input."""
     commands: dict[str, int] = field(default_factory=dict)
     """Command inputs by name → width."""
     uses_joint_vel: bool = False
@@ -56,13 +61,21 @@ class ObsContext:
                 self.joints.append(name)
         return np.array([self.joints.index(n) for n in names], dtype=np.intp)
 
-    def sensor(self, name: str, dim: int) -> None:
-        """Declare a sensor input; two terms reading one sensor must agree on its width."""
+    def sensor(self, name: str, dim: int, pose: bool = False) -> None:
+        """Declare a sensor input; two terms reading one sensor must agree on its width and on whether it is a pose."""
+        known = name in self.sensors
         if self.sensors.setdefault(name, dim) != dim:
             raise ManifestError(f"sensor '{name}' is read with {self.sensors[name]} and with {dim} values")
+        if known and (name in self.poses) != pose:
+            raise ManifestError(f"sensor '{name}' is read both as a pose and as a vector")
+        if pose:
+            self.poses.add(name)
         spec = self.manifest.sensors.get(name)
         if spec is not None and spec.dim != dim:
             raise ManifestError(f"sensor '{name}' has {spec.dim} values in the manifest's sensors, a term reads {dim}")
+        if spec is not None and (spec.type == POSE) != pose:
+            raise ManifestError(f"sensor '{name}' is a '{spec.type}' in the manifest's sensors, a term reads it as "
+                                f"{'a pose' if pose else 'a vector'}")
 
     def default_pos(self, names) -> np.ndarray:
         missing = [n for n in names if n not in self.manifest.default_joint_pos]
@@ -154,12 +167,32 @@ class ProjectedGravity:
         return -np.array([2.0 * (x * z - w * y), 2.0 * (y * z + w * x), 1.0 - 2.0 * (x * x + y * y)])
 
 
+class SensorPose:
+    """`mdp.sensor_pose`: a pose received from outside (a perception node's object estimate on
+    sensors/<name>): position [m] then quaternion (w, x, y, z), in the frame the manifest names.
+
+    The quaternion is made unit and put in the hemisphere w >= 0 (`pose.canonical_pose`): an estimator
+    may report either sign. `position` and `orientation` name the MuJoCo sensors that give the pose
+    in simulation; the robot does not read them. A reading that is no pose (non-finite, quaternion
+    off unit length) stops the robot before it reaches this term (`DeployRuntime.check_inputs`).
+    """
+
+    def __init__(self, ctx: ObsContext, name: str, position: str, orientation: str):
+        self.name = name
+        self.size = POSE_DIM
+        ctx.sensor(name, POSE_DIM, pose=True)
+
+    def __call__(self, inputs: RobotInputs) -> np.ndarray:
+        return canonical_pose(inputs.vectors[self.name])
+
+
 OBS_FUNCS: dict[str, type] = {
     "batonlab.env.mdp:joint_pos_rel": JointPosRel,
     "batonlab.env.mdp:joint_vel": JointVel,
     "batonlab.env.mdp:last_action": LastAction,
     "batonlab.env.mdp:generated_command": GeneratedCommand,
     "batonlab.env.mdp:sensor": Sensor,
+    "batonlab.env.mdp:sensor_pose": SensorPose,
     "batonlab.env.mdp_locomotion:projected_gravity": ProjectedGravity,
 }
 """Training function → numpy twin. A term is added here together with a parity test."""

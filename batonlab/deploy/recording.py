@@ -33,6 +33,7 @@ from batonlab.deploy.bag_records import (
     joint_state_record,
     odom_record,
     policy_step_record,
+    pose_record,
     twist_record,
     vector_record,
 )
@@ -183,6 +184,11 @@ class BagRecorder:
     def sensor(self, name: str, stamp_ns: int, values, frame_id: str = "", header_ns: int | None = None) -> None:
         """A sensor the policy reads by name (e.g. the tool point `ee_pos_b`) on `/sensors/<name>`."""
         self._put(vector_record(stamp_ns, header_ns, SENSOR_TOPIC_PREFIX + name, frame_id, values))
+
+    def sensor_pose(self, name: str, stamp_ns: int, values, frame_id: str = "", header_ns: int | None = None) -> None:
+        """A pose sensor (x, y, z [m], qw, qx, qy, qz in `frame_id`, e.g. `object_pose`) on `/sensors/<name>`, as
+        geometry_msgs/PoseStamped."""
+        self._put(pose_record(stamp_ns, header_ns, SENSOR_TOPIC_PREFIX + name, frame_id, values))
 
     def policy_step(self, stamp_ns: int, step: int, observation, action_raw, action_filtered=None, safety_state: str = "",
                     safety_reason: str = "", episode: int = 0, input_ns: int = 0, compute_time_s: float = 0.0) -> None:

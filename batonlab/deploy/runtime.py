@@ -7,8 +7,9 @@ with their arrival times and calls `step(now)` once per control period. Time is 
 
 Input faults and what they do:
 
-- stale (older than the stale timeout), non-finite or implausible joint states or sensors, a lost
-  e-stop heartbeat, a malformed or unexpected message while commanding: the robot stops;
+- stale (older than the stale timeout), non-finite or implausible joint states or sensors, a pose
+  whose quaternion is off unit length, a lost e-stop heartbeat, a malformed or unexpected message
+  while commanding: the robot stops;
 - an input that never arrived, joint states without velocities, inputs that arrive too irregularly
   for the stale timeout: the robot does not start (the reason names the input);
 - a joint the manifest does not know, before anything was ever commanded: `JointMismatchError`
@@ -28,6 +29,7 @@ from batonlab.deploy.inputs import ArrivalGaps, InputError, VectorInput
 from batonlab.deploy.joints import JointInputError, JointMismatchError, JointStates
 from batonlab.deploy.manifest import Manifest
 from batonlab.deploy.observation import ObsContext, ObservationBuilder, RobotInputs
+from batonlab.deploy.pose import pose_problem
 from batonlab.deploy.safety import JointLimits, SafetyCfg, SafetyFilter, State, default_stale_timeout
 
 __all__ = ["DeployRuntime", "InputCheck", "InputError", "StepResult"]
@@ -128,7 +130,8 @@ class DeployRuntime:
             self.dt, on_transition=on_transition)
         self.inputs = RobotInputs(joint_pos=self.joint_states.position, joint_vel=self.joint_states.velocity, vectors={},
                                   last_action=np.zeros(manifest.action_dim, dtype=np.float32))
-        self.vectors: dict[str, VectorInput] = {name: VectorInput(name, dim, "sensor") for name, dim in self.ctx.sensors.items()}
+        self.vectors: dict[str, VectorInput] = {name: VectorInput(name, dim, "sensor", pose=name in self.ctx.poses)
+                                                for name, dim in self.ctx.sensors.items()}
         defaults = {name: c.default for name, c in manifest.commands.items() if c.default is not None}
         defaults.update(command_defaults or {})
         timeouts = command_timeouts or {}
@@ -191,8 +194,9 @@ class DeployRuntime:
         """A sensor reading or a command by manifest name.
 
         Non-finite commands are rejected (returns False) and the previous value holds; non-finite
-        sensor readings are stored, and stop the robot at the next step. A malformed message
-        (unknown name, wrong width) raises `InputError`, and stops a commanding robot.
+        sensor readings (and poses whose quaternion is off unit length) are stored, and stop the robot
+        at the next step. A malformed message (unknown name, wrong width) raises `InputError`, and
+        stops a commanding robot.
         """
         slot = self.vectors.get(name)
         try:
@@ -276,6 +280,8 @@ class DeployRuntime:
                     fault = fault or f"stale {slot.name} ({(now - slot.stamp) * 1e3:.0f} ms old)"
                 elif not np.isfinite(slot.value).all():
                     fault = fault or f"non-finite {slot.name}"
+                elif slot.pose and (problem := pose_problem(slot.value)) is not None:
+                    fault = fault or f"bad {slot.name}: {problem}"
             self.inputs.vectors[slot.name] = slot.value
         fault = fault or self._check_estop_heartbeat(now)
         if self.safety.state is State.PASSIVE and self.safety_cfg.input_rate_samples:

@@ -25,8 +25,11 @@ from batonlab.deploy.manifest import (  # noqa: F401  (sha256_file: the robot si
     StopSpec,
     sha256_file,
 )
-from batonlab.deploy.manifest_robot import IMU_ANGULAR_VELOCITY, IMU_LINEAR_ACCELERATION, IMU_ORIENTATION, TOPIC
+from batonlab.deploy.manifest_robot import IMU_ANGULAR_VELOCITY, IMU_LINEAR_ACCELERATION, IMU_ORIENTATION, POSE, TOPIC
+from batonlab.deploy.pose import POSE_DIM
+from batonlab.env import mdp
 from batonlab.env.env import BatonEnv
+from batonlab.env.terms import qualified_name
 
 _SCALAR_JOINTS = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
 
@@ -115,13 +118,19 @@ _SENSOR_PARAMS = ("name", "sensor")
 
 
 def _sensor_specs(model: mujoco.MjModel, layout) -> dict[str, SensorSpec]:
-    """Every MuJoCo sensor an observation term reads: its type, its frame and where a robot gets it.
+    """Every sensor an observation term reads: its type, its frame, where a robot gets it and which
+    MuJoCo sensors give it in simulation.
 
     A gyro, an accelerometer or a world-referenced orientation (`framequat` without a reference
-    frame) of a site is an IMU field; anything else is a vector the robot publishes itself.
+    frame) of a site is an IMU field; anything else is a vector the robot publishes itself. A
+    `mdp.sensor_pose` term is a pose sensor named by its `name` param (`_pose_spec`).
     """
     specs = {}
+    pose_func = qualified_name(mdp.sensor_pose)
     for term in layout:
+        if term.func == pose_func:
+            specs[term.params["name"]] = _pose_spec(model, term.params["position"], term.params["orientation"])
+            continue
         for key in _SENSOR_PARAMS:
             name = term.params.get(key)
             if not isinstance(name, str) or mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SENSOR, name) < 0:
@@ -146,8 +155,37 @@ def _sensor_specs(model: mujoco.MjModel, layout) -> dict[str, SensorSpec]:
                 frame, body = site.name, model.body(int(site.bodyid[0])).name
                 pos, quat = tuple(map(float, site.pos)), tuple(map(float, site.quat))
             specs[name] = SensorSpec(kind.name.removeprefix("mjSENS_").lower(), int(sensor.dim[0]), source, frame, body,
-                                     pos, quat)
+                                     pos, quat, (name,))
     return specs
+
+
+def _pose_spec(model: mujoco.MjModel, position: str, orientation: str) -> SensorSpec:
+    """The pose sensor of a `framepos` (`position`) and a `framequat` (`orientation`) of one object in one
+    reference frame: the pose's `frame` is that reference (with its body and placement when it is a
+    site), "world" without one.
+
+    Raises:
+        ValueError: a sensor the scene lacks, of another type, or the two disagree on object or frame.
+    """
+    missing = [n for n in (position, orientation) if mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SENSOR, n) < 0]
+    if missing:
+        raise ValueError(f"sensor_pose reads the MuJoCo sensors {missing}, which the scene does not have")
+    pos_sensor, quat_sensor = model.sensor(position), model.sensor(orientation)
+    kinds = [mujoco.mjtSensor(int(s.type[0])) for s in (pos_sensor, quat_sensor)]
+    if kinds != [mujoco.mjtSensor.mjSENS_FRAMEPOS, mujoco.mjtSensor.mjSENS_FRAMEQUAT]:
+        raise ValueError(f"sensor_pose needs a framepos and a framequat; '{position}' and '{orientation}' are "
+                         f"{kinds[0].name} and {kinds[1].name}")
+    fields = ("objtype", "objid", "reftype", "refid")
+    if any(int(getattr(pos_sensor, f)[0]) != int(getattr(quat_sensor, f)[0]) for f in fields):
+        raise ValueError(f"sensor_pose: '{position}' and '{orientation}' must sense one object in one reference frame")
+    reftype, refid = int(pos_sensor.reftype[0]), int(pos_sensor.refid[0])
+    frame, body, pos, quat = "world", "", (0.0, 0.0, 0.0), (1.0, 0.0, 0.0, 0.0)
+    if refid >= 0:
+        frame = mujoco.mj_id2name(model, reftype, refid) or ""
+        if reftype == int(mujoco.mjtObj.mjOBJ_SITE):
+            site = model.site(refid)
+            body, pos, quat = model.body(int(site.bodyid[0])).name, tuple(map(float, site.pos)), tuple(map(float, site.quat))
+    return SensorSpec(POSE, POSE_DIM, TOPIC, frame, body, pos, quat, (position, orientation))
 
 
 def _action_term(name: str, term, default_qpos: np.ndarray) -> ActionTerm:

@@ -23,7 +23,13 @@ from typing import Any
 
 import numpy as np
 
-from batonlab.deploy.bag_format import COMMAND_TOPIC_PREFIX, DEFAULT_TOPICS, POLICY_STEP_TYPE, SENSOR_TOPIC_PREFIX
+from batonlab.deploy.bag_format import (
+    COMMAND_TOPIC_PREFIX,
+    DEFAULT_TOPICS,
+    POLICY_STEP_TYPE,
+    POSE_STAMPED,
+    SENSOR_TOPIC_PREFIX,
+)
 from batonlab.logs.mcap_recovery import MCAP_MAGIC, scan_mcap
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -190,7 +196,8 @@ class BagLog:
     task_commands: dict[str, Vectors] = field(default_factory=dict)
     """Task commands by name (`/commands/<name>`)."""
     sensors: dict[str, Vectors] = field(default_factory=dict)
-    """Named sensors the policy reads (`/sensors/<name>`)."""
+    """Named sensors the policy reads (`/sensors/<name>`); a pose sensor's values are (N, 7): x, y, z [m],
+    then the quaternion qw, qx, qy, qz, as received."""
     storage: str = "mcap"
 
     @property
@@ -472,6 +479,11 @@ def to_arrays(raw: RawBag) -> BagLog:
                 continue
             if msgs[0].msgtype == "geometry_msgs/msg/PointStamped":
                 values = np.array([[m.msg.point.x, m.msg.point.y, m.msg.point.z] for m in msgs])
+                stamps = rel([stamp_ns(m.msg.header) for m in msgs])
+            elif msgs[0].msgtype == POSE_STAMPED:
+                poses = [m.msg.pose for m in msgs]
+                values = np.array([[p.position.x, p.position.y, p.position.z, p.orientation.w, p.orientation.x,
+                                    p.orientation.y, p.orientation.z] for p in poses])
                 stamps = rel([stamp_ns(m.msg.header) for m in msgs])
             elif msgs[0].msgtype == "std_msgs/msg/Float64MultiArray":
                 width = max(len(m.msg.data) for m in msgs)

@@ -6,6 +6,9 @@ Sensors and task commands the policy reads are exchanged by their manifest names
 - sensor `<name>` on `sensors/<name>`, task command `<name>` on `commands/<name>`;
 - 3-vectors (points in the robot base frame, e.g. the tool point `ee_pos_b` or a reach target)
   as `geometry_msgs/PointStamped`, anything else as `std_msgs/Float64MultiArray`;
+- pose sensors (the manifest's "pose" sensors, e.g. a perception node's `object_pose`) as
+  `geometry_msgs/PoseStamped`: the vector (x, y, z, qw, qx, qy, qz) of `batonlab.deploy.pose`, i.e.
+  pose.position then pose.orientation with w first (the message stores x, y, z, w);
 - a velocity command can instead come from `cmd_vel` (`geometry_msgs/Twist`): its fields (the
   command term's `fields`) map by name onto the Twist (`TWIST_FIELDS`: lin_vel_x → linear.x,
   lin_vel_y → linear.y, ang_vel_z → angular.z, …); fields a Twist cannot carry (a base height) take
@@ -16,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from geometry_msgs.msg import PointStamped, Twist
+from geometry_msgs.msg import PointStamped, PoseStamped, Twist
 from std_msgs.msg import Float64MultiArray
 from std_msgs.msg import MultiArrayDimension
 
@@ -24,6 +27,22 @@ from std_msgs.msg import MultiArrayDimension
 def vector_msg_type(dim: int):
     """Message type carrying a vector input of width `dim`."""
     return PointStamped if dim == 3 else Float64MultiArray
+
+
+def input_msg_type(dim: int, pose: bool = False):
+    """Message type carrying an input of width `dim` (a pose sensor: PoseStamped)."""
+    return PoseStamped if pose else vector_msg_type(dim)
+
+
+def pose_to_msg(values: Sequence[float], stamp=None, frame_id: str = "") -> PoseStamped:
+    """A pose (x, y, z [m], qw, qx, qy, qz) as a PoseStamped in `frame_id`."""
+    msg = PoseStamped()
+    if stamp is not None:
+        msg.header.stamp = stamp
+    msg.header.frame_id = frame_id
+    p, o = msg.pose.position, msg.pose.orientation
+    p.x, p.y, p.z, o.w, o.x, o.y, o.z = (float(v) for v in values)
+    return msg
 
 
 def vector_to_msg(values: Sequence[float], stamp=None, frame_id: str = ""):
@@ -41,6 +60,9 @@ def vector_to_msg(values: Sequence[float], stamp=None, frame_id: str = ""):
 def msg_to_vector(msg) -> list[float]:
     if isinstance(msg, PointStamped):
         return [msg.point.x, msg.point.y, msg.point.z]
+    if isinstance(msg, PoseStamped):
+        p, o = msg.pose.position, msg.pose.orientation
+        return [p.x, p.y, p.z, o.w, o.x, o.y, o.z]
     if isinstance(msg, Twist):
         return twist_to_vector(msg, 6)
     return list(msg.data)

@@ -10,7 +10,8 @@ Inputs: joint_states (sensor_msgs/JointState; the joints may be split over sever
 robot's imu_quat ← orientation (w, x, y, z) and imu_gyro ← angular_velocity; REP-145: a covariance
 whose element 0 is -1 means no reading), cmd_vel (geometry_msgs/Twist, `deploy_ros.node_params`),
 estop (std_msgs/Bool), sensors/<name> and commands/<name> for the other inputs the manifest names
-(`sensor_topics.<name>`, `task_command_topics.<name>`; see `deploy_ros.messages`), and, when
+(`sensor_topics.<name>`, `task_command_topics.<name>`; see `deploy_ros.messages`: pose sensors such as
+a perception node's object_pose arrive as geometry_msgs/PoseStamped), and, when
 recording, odom (nav_msgs/Odometry: recorded only, never an input of the policy).
 
 QoS. Every input is subscribed BEST_EFFORT + VOLATILE, which matches publishers of any reliability
@@ -46,7 +47,7 @@ from std_msgs.msg import Bool
 from batonlab.deploy import InputError, JointMismatchError
 from batonlab.deploy.manifest_robot import IMU_ANGULAR_VELOCITY, IMU_LINEAR_ACCELERATION, IMU_ORIENTATION
 from deploy_ros.input_monitor import InputMonitor
-from deploy_ros.messages import msg_to_vector, vector_msg_type
+from deploy_ros.messages import input_msg_type, msg_to_vector
 
 INPUT_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=100, reliability=ReliabilityPolicy.BEST_EFFORT,
                        durability=DurabilityPolicy.VOLATILE)
@@ -131,7 +132,7 @@ class PolicyInputs:
             group = "sensor_topics" if slot.kind == "sensor" else "task_command_topics"
             default = f"{'sensors' if slot.kind == 'sensor' else 'commands'}/{name}"
             topic = node.declare_parameter(f"{group}.{name}", default).value
-            self._subscribe(name, vector_msg_type(slot.dim), topic, self._vector_callback(name))
+            self._subscribe(name, input_msg_type(slot.dim, slot.pose), topic, self._vector_callback(name))
             self.input_topics[name] = topic
         self.imu_stamp: float | None = None
         self._imu_tick = 0
@@ -209,8 +210,10 @@ class PolicyInputs:
 
     def _vector_callback(self, name: str):
         record = None
+        slot = self.runtime.vectors[name]
         if self.recorder is not None:
-            record = self.recorder.sensor if self.runtime.vectors[name].kind == "sensor" else self.recorder.task_command
+            record = self.recorder.task_command if slot.kind == "command" else (
+                self.recorder.sensor_pose if slot.pose else self.recorder.sensor)
 
         def callback(msg, info=None) -> None:
             values = msg_to_vector(msg)
@@ -221,7 +224,8 @@ class PolicyInputs:
                 self.node.get_logger().warning(f"dropped {name}: {err}", throttle_duration_sec=1.0)
             if record is not None:
                 header = getattr(msg, "header", None)
-                record(name, self._log_ns(), values, header_ns=stamp_ns(header) if header is not None else None)
+                record(name, self._log_ns(), values, frame_id=header.frame_id if header is not None else "",
+                       header_ns=stamp_ns(header) if header is not None else None)
         return callback
 
     def _on_cmd_vel(self, msg: Twist, info=None) -> None:

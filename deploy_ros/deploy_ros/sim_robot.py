@@ -14,7 +14,8 @@ The robot's command interfaces are those of ros2_control: its commandable joints
 joints, then `cfg.deploy.held_joints`) grouped by the kind of their MuJoCo actuator, "position"
 (position servos: legs, arm), "velocity" (velocity servos: wheels) or "effort" (motors). Its IMU is
 the scene's IMU sensors (framequat, gyro, accelerometer on one site) when the policy reads them, and
-its odometry the root body's free joint.
+its odometry the root body's free joint. Its pose sensors (`mdp.sensor_pose` terms of the policy,
+e.g. the object pose a perception node would estimate) are the terms' `framepos` and `framequat`.
 """
 
 from __future__ import annotations
@@ -170,6 +171,11 @@ class SimRobot:
         # Sensors the policy reads, and the task's commands: published by the node.
         policy_terms = cfg.observations["policy"].terms.values()
         self.sensor_names = [t.params["name"] for t in policy_terms if t.func is mdp.sensor]
+        self.pose_sensors = {t.params["name"]: (t.params["position"], t.params["orientation"])
+                             for t in policy_terms if t.func is mdp.sensor_pose}
+        """Pose sensor name → its (framepos, framequat) MuJoCo sensors, as training's `mdp.sensor_pose` reads them."""
+        self.pose_frames = {name: _reference_frame(model, position) for name, (position, _) in self.pose_sensors.items()}
+        """Pose sensor name → the frame its pose is in (the sensors' reference; "world" without one)."""
         self.command_names = list(env.command_manager.terms)
         self._distance_pair = next(((p["command"], p["sensor"]) for p in (t.params for t in cfg.rewards.values())
                                     if "command" in p and "sensor" in p), None)
@@ -301,6 +307,22 @@ class SimRobot:
     def sensor(self, name: str) -> np.ndarray:
         return self.env.sim.sensor(name)[0].double().numpy()
 
+    def pose(self, name: str) -> np.ndarray:
+        """A pose sensor: (7,) position [m] then quaternion (w, x, y, z), exactly as `mdp.sensor_pose` reads it."""
+        position, orientation = self.pose_sensors[name]
+        return np.concatenate([self.sensor(position), self.sensor(orientation)])
+
+    def world_state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """What every reading of this instant comes from: (nq,) qpos and (nv,) qvel of the whole world (free
+        bodies included, e.g. the object) and (nsensordata,) MuJoCo's sensor readings as the env holds them.
+
+        The sensor readings are the backend's, which (as in training) MuJoCo computes at the start of
+        the physics step that led here, or for the reset state right after a reset.
+        """
+        sim = self.env.sim
+        return (sim.qpos[0].double().numpy().copy(), sim.qvel[0].double().numpy().copy(),
+                sim.sensordata[0].double().numpy().copy())
+
     def command(self, name: str) -> np.ndarray:
         return self.env.command_manager.command(name)[0].double().numpy()
 
@@ -427,6 +449,14 @@ def _root_body(model: mujoco.MjModel, joint: str):
     data = mujoco.MjData(model)
     mujoco.mj_kinematics(model, data)
     return name, None, (data.xpos[body].copy(), data.xquat[body].copy())
+
+
+def _reference_frame(model: mujoco.MjModel, sensor: str) -> str:
+    """The name of the frame a MuJoCo frame sensor is referenced to ("world" without a reference)."""
+    refid = int(model.sensor(sensor).refid[0])
+    if refid < 0:
+        return "world"
+    return mujoco.mj_id2name(model, int(model.sensor(sensor).reftype[0]), refid) or "world"
 
 
 def _imu_sensors(model: mujoco.MjModel, policy_terms) -> tuple[str, str, str, str | None] | None:

@@ -14,7 +14,10 @@ Publishes at the physics rate (one message of each per physics step, on a steady
 - odom (nav_msgs/Odometry, REP-105): frame_id "odom" (the world), child_frame_id = the root body;
   pose = the root body's position and orientation in odom; twist = its linear AND angular velocity in
   the child (body) frame. (Before issue 11 the linear velocity was in the world frame.)
-- sensors/<name>: the sensors the policy reads (noise-free).
+- sensors/<name>: the sensors the policy reads (noise-free): geometry_msgs/PointStamped for 3-vectors,
+  std_msgs/Float64MultiArray otherwise, and geometry_msgs/PoseStamped for pose sensors (the policy's
+  `mdp.sensor_pose` terms, e.g. sensors/object_pose: the object's `framepos` and `framequat` in their
+  reference frame, header.frame_id = that frame, as a perception node would report it).
 
 Every control period: the task's commands on commands/<name> (e.g. the reach target), like an
 operator or a planner would; and with `cmd_vel_command:=<command>` that command as a
@@ -46,6 +49,13 @@ runs `num_episodes` episodes; episode i starts from the initial state of seed `s
 judged by the task's success term. Results go to ~/episode (JSON: success, length, terminated,
 final_distance [m], mean_speed_error [m/s] or null, commands_received) and, at the end, to `results_file`.
 
+Ground truth: with `state_file:=PATH` (.npz) the node writes, when it ends, what every physics step's
+messages were built from (NumPy arrays: `time_s` (N,) simulated time [s] = the stamp of that step's
+messages, `episode` (N,) episode index (-1: warm-up), `qpos` (N, nq) and `qvel` (N, nv) of the whole
+world, `sensordata` (N, nsensordata) MuJoCo's sensor readings as the env held them, which is what
+training's observation terms read; 8 (nq + nv + nsensordata + 2) bytes per step), so what the policy
+node saw (its bag) can be checked against what the simulator did.
+
 A configuration the node cannot run (an unknown task, an order naming joints the interface does not
 have, an unknown `cmd_vel_command`) is one line on stderr, "[sim_robot_node] refusing to start: …",
 and exit code 2.
@@ -61,7 +71,7 @@ from pathlib import Path
 
 import numpy as np
 import rclpy
-from geometry_msgs.msg import Quaternion, Twist
+from geometry_msgs.msg import PoseStamped, Quaternion, Twist
 from nav_msgs.msg import Odometry
 from rclpy.clock import Clock, ClockType
 from rclpy.executors import ExternalShutdownException
@@ -74,7 +84,7 @@ from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Float64MultiArray, String
 from trajectory_msgs.msg import JointTrajectory
 
-from deploy_ros.messages import TWIST_FIELDS, command_to_twist, vector_to_msg
+from deploy_ros.messages import TWIST_FIELDS, command_to_twist, pose_to_msg, vector_to_msg
 from deploy_ros.sim_robot import ConfigError, SimRobot
 
 PARAMETERS = {
@@ -92,6 +102,7 @@ PARAMETERS = {
     "real_time_factor": 1.0,  # physics steps run at real_time_factor / physics_dt per wall second (at most)
     "imu_noise": False,  # add the policy observation's training noise to the imu message
     "cmd_vel_command": "",  # a task command to publish as a Twist on cmd_vel ("": none)
+    "state_file": "",  # .npz of the world state after every physics step, written when the node ends ("": none)
 }
 """Parameters of every robot. A robot with several command interfaces also declares, per interface I,
 `command_topics.I` (default `<command_topic>/I`) and `command_joint_orders.I` (default: I's joints)."""
@@ -116,6 +127,8 @@ class SimRobotNode(Node):
         self.first_command_time: float | None = None
         """Simulated time of the first received command [s]."""
         self.commands_received = 0
+        self.states: list[tuple] | None = [] if p["state_file"] else None
+        """(time [s], episode, qpos, qvel, sensordata) after every physics step, for `state_file`."""
 
         sensor_qos = QoSProfile(depth=5, reliability=ReliabilityPolicy.RELIABLE)
         self.pub_joint_states = self.create_publisher(JointState, "joint_states", sensor_qos)
@@ -123,6 +136,7 @@ class SimRobotNode(Node):
         self.pub_odom = self.create_publisher(Odometry, "odom", sensor_qos)
         self.pub_sensors = {n: self.create_publisher(type(vector_to_msg(robot.sensor(n))), f"sensors/{n}", sensor_qos)
                             for n in robot.sensor_names}
+        self.pub_poses = {n: self.create_publisher(PoseStamped, f"sensors/{n}", sensor_qos) for n in robot.pose_sensors}
         self.pub_commands = {n: self.create_publisher(type(vector_to_msg(robot.command(n))), f"commands/{n}", 1)
                              for n in robot.command_names}
         self.pub_cmd_vel = self.create_publisher(Twist, "cmd_vel", 1) if self.cmd_vel_command else None
@@ -137,7 +151,8 @@ class SimRobotNode(Node):
         inputs = ", ".join(f"{kind} {order} on {topic}" for kind, (topic, order) in self.inputs.items())
         self.get_logger().info(
             f"{p['task']}: {len(robot.joint_names)} joints at {1 / robot.physics_dt:.0f} Hz, commands: {inputs}; "
-            f"sensors {robot.sensor_names}, task commands {robot.command_names}, imu frame '{robot.imu().frame_id}'"
+            f"sensors {robot.sensor_names}, poses {list(robot.pose_sensors)}, task commands {robot.command_names}, "
+            f"imu frame '{robot.imu().frame_id}'"
             + (f", {self.cmd_vel_command} {list(self._cmd_vel_fields)} on cmd_vel" if self.cmd_vel_command else "")
         )
 
@@ -221,6 +236,8 @@ class SimRobotNode(Node):
     def _on_physics_step(self) -> None:
         robot = self.robot
         result = robot.step()
+        if self.states is not None:
+            self.states.append((self.sim_time, robot.episode_index, *robot.world_state()))
         stamp = Time(nanoseconds=int(round(self.sim_time * 1e9))).to_msg() if self.pub_clock else self.get_clock().now().to_msg()
         self._publish_state(stamp)
         period_ended = robot.physics_steps % robot.decimation == 0
@@ -257,6 +274,8 @@ class SimRobotNode(Node):
         self.pub_joint_states.publish(js)
         for name, pub in self.pub_sensors.items():
             pub.publish(vector_to_msg(robot.sensor(name), stamp, self.frame_id))
+        for name, pub in self.pub_poses.items():
+            pub.publish(pose_to_msg(robot.pose(name), stamp, robot.pose_frames[name]))
         reading = robot.imu(self.imu_noise)
         imu = Imu()
         imu.header.stamp, imu.header.frame_id = stamp, reading.frame_id
@@ -277,6 +296,16 @@ class SimRobotNode(Node):
         twist.linear.x, twist.linear.y, twist.linear.z = base.linear_velocity.tolist()
         twist.angular.x, twist.angular.y, twist.angular.z = base.angular_velocity.tolist()
         self.pub_odom.publish(odom)
+
+    def write_state_file(self) -> None:
+        """Write the recorded world states to `state_file` (see the module docstring)."""
+        if not self.states:
+            return
+        time_s, episode, qpos, qvel, sensordata = zip(*self.states)
+        path = Path(self.params["state_file"])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        np.savez(path, time_s=np.array(time_s), episode=np.array(episode), qpos=np.stack(qpos), qvel=np.stack(qvel),
+                 sensordata=np.stack(sensordata))
 
     def _record(self, result) -> None:
         entry = {"episode": result.index, "seed": result.seed, "success": result.success, "length": result.length,
@@ -333,6 +362,7 @@ def main(args=None) -> int:
             raise
     finally:
         if node is not None:
+            node.write_state_file()
             node.robot.close()
             node.destroy_node()
         rclpy.try_shutdown()

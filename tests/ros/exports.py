@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Exports for deploy tests without training: the real arm_reach (or wl_velocity) manifest with a small linear
-ONNX policy, written by the production export writer (`batonlab.export.writer.write_export`)."""
+"""Exports for deploy tests without training: the real arm_reach (or wl_velocity, arm_lift) manifest with a small
+linear ONNX policy, written by the production export writer (`batonlab.export.writer.write_export`)."""
 
 from __future__ import annotations
 
@@ -55,6 +55,12 @@ def wl_velocity_manifest() -> dict:
     """The manifest JSON `batonlab export` writes for wl_velocity (sha256 not filled in): legs by position,
     wheels by velocity, the arm held stowed, the IMU's orientation and gyro, the crouch stop."""
     return copy.deepcopy(json.loads(_task_manifest("wl_velocity")))
+
+
+def arm_lift_manifest() -> dict:
+    """The manifest JSON `batonlab export` writes for arm_lift's deployable `policy` group (sha256 not filled in):
+    arm and gripper joints, the tool point, and the object pose (`sensors/object_pose`, a pose sensor)."""
+    return copy.deepcopy(json.loads(_task_manifest("arm_lift")))
 
 
 def make_export(out_dir: Path, manifest: dict | Manifest | None = None, weight: np.ndarray | None = None,

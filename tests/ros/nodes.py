@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """ROS 2 over loopback for tests: a DDS domain per test, nodes in child processes, fake robots in-process
-(`FakeRobot`: the arm of arm_reach; `FakeWheelLeggedRobot`: the wheel-legged robot of wl_velocity).
+(`FakeRobot`: the arm of arm_reach, or of arm_lift with its object pose; `FakeWheelLeggedRobot`: the
+wheel-legged robot of wl_velocity).
 
 Every participant (child processes and the in-process fake robot) uses the Fast DDS profile
 `deploy_ros/config/fastdds_loopback.xml` (UDPv4 on 127.0.0.1 only) and its own ROS_DOMAIN_ID.
@@ -177,19 +178,21 @@ class PolicyNodePeer(DdsPeer):
 class FakeRobot(PolicyNodePeer):
     """The robot side of a policy_node test, spinning in a background thread of the test process.
 
-    Publishes joint states (arm6 names, fingers included), sensors/ee_pos_b and commands/ee_target
-    at `rate_hz`, like a robot driver would, with the QoS the driver chooses; records the joint
+    Publishes joint states (arm6 names, fingers included), sensors/ee_pos_b, commands/ee_target and
+    the pose sensors in `poses` (geometry_msgs/PoseStamped on sensors/<name>, as a perception node
+    would) at `rate_hz`, like a robot driver would, with the QoS the driver chooses; records the joint
     commands, policy_node's state reports and diagnostics, and when it published what.
 
     Args:
         joint_groups: Joint names per JointState message (default: all in one message).
         reliability: "reliable" or "best_effort" for every publisher (drivers use either).
         velocities: Send velocities in joint states (some drivers send positions only).
+        poses: Pose sensors to publish: name → (x, y, z, qw, qx, qy, qz), changeable in `poses`.
     """
 
     def __init__(self, domain_id: int, joint_names, joint_pos, rate_hz: float = 100.0, joint_groups=None,
-                 reliability: str = "reliable", velocities: bool = True):
-        from geometry_msgs.msg import PointStamped
+                 reliability: str = "reliable", velocities: bool = True, poses: dict | None = None):
+        from geometry_msgs.msg import PointStamped, PoseStamped
         from sensor_msgs.msg import JointState
         from std_msgs.msg import Float64MultiArray
 
@@ -204,17 +207,21 @@ class FakeRobot(PolicyNodePeer):
         self.ee_target = [0.4, 0.1, 0.3]
         self.publish_joints = True
         self.publish_target = True
+        self.poses = {name: list(value) for name, value in (poses or {}).items()}
+        """Pose sensors published every cycle: name → (x, y, z, qw, qx, qy, qz)."""
+        self.publish_poses = True
         self.heartbeat = False
         """Publish estop=false with every cycle (heartbeat e-stop mode)."""
         self.commands: list[tuple[float, np.ndarray]] = []
         self.joint_state_times: list[float] = []
         """time.time() of every joint-state cycle sent (the system clock of DDS source stamps)."""
         self.joint_states_sent = 0
-        self._JointState, self._PointStamped = JointState, PointStamped
+        self._JointState, self._PointStamped, self._PoseStamped = JointState, PointStamped, PoseStamped
         qos = self.qos
         self.pub_joints = self.node.create_publisher(JointState, "joint_states", qos)
         self.pub_ee = self.node.create_publisher(PointStamped, "sensors/ee_pos_b", qos)
         self.pub_target = self.node.create_publisher(PointStamped, "commands/ee_target", qos)
+        self.pub_poses = {name: self.node.create_publisher(PoseStamped, f"sensors/{name}", qos) for name in self.poses}
         self.node.create_subscription(Float64MultiArray, "joint_commands", self._on_command, 10)
         self.node.create_timer(1.0 / rate_hz, self._publish)
         self._spin_in_background()
@@ -244,6 +251,14 @@ class FakeRobot(PolicyNodePeer):
             point.header.stamp = stamp
             point.point.x, point.point.y, point.point.z = (float(v) for v in value)
             pub.publish(point)
+        for name, pub in self.pub_poses.items():
+            if not self.publish_poses:
+                break
+            msg = self._PoseStamped()
+            msg.header.stamp, msg.header.frame_id = stamp, "arm_base_site"
+            p, o = msg.pose.position, msg.pose.orientation
+            p.x, p.y, p.z, o.w, o.x, o.y, o.z = (float(v) for v in self.poses[name])
+            pub.publish(msg)
         if self.heartbeat:
             self.pub_estop.publish(self._Bool(data=False))
 
