@@ -26,6 +26,7 @@ BAD_OVERRIDES = [
     (["+foo=1"], "no keys to add with '+'"),
     (["seeed=1"], "unknown top-level key 'seeed'; valid top-level keys: ['task', 'seed'"),
     (["env.seed=3"], "use seed=..."),
+    (["task.num_envs=3"], "'task' is a string or null, it has no key 'num_envs' (the task's config is reached with env.*"),
     (["resume=true", "run_dir=nowhere"], "run_dir nowhere does not exist"),
     (["agent.algorithm.class_name=P3O"], "agent.algorithm.class_name=P3O learns from constraint costs and this task has none"),
     (["agent.algorithm.class_name=Bogus"], "agent.algorithm.class_name=Bogus: expected one of ['PPO', 'P3O', 'PPOLagrangian', 'Distillation']"),

@@ -61,6 +61,12 @@ def apply_override(root: Any, key: str, value: Any, delete: bool = False, root_n
         else:
             node[last] = conform(value, _dict_value_hint(hint), node[last], where)
         return
+    if not dataclasses.is_dataclass(node):
+        # e.g. `task.num_envs=…`: `task` is the task's name; its config is reached with `env.`.
+        hint_text = "null" if node is None else describe(hint)
+        raise OverrideError(f"'{path}' is {hint_text}, it has no key '{last}'" +
+                            (" (the task's config is reached with env.*, the training config with agent.*)"
+                             if root_name == "" else ""))
     field_hint = _field_hints(type(node))[_check_field(node, last, path)]
     if delete:
         if not _allows_none(field_hint):

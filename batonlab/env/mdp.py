@@ -89,13 +89,16 @@ def push_by_setting_velocity(env, env_ids: torch.Tensor, velocity_range: dict[st
 
 
 def sensor_pose(env, name: str, position: str, orientation: str) -> torch.Tensor:
-    """A pose from two MuJoCo sensors, (num_envs, 7): position [m] then quaternion (w, x, y, z).
+    """A pose from two MuJoCo sensors, (num_envs, 7): position [m] then quaternion (w, x, y, z), w >= 0.
 
     `name` is what the robot calls the pose (its topic `sensors/<name>`, e.g. a perception node's
     `object_pose`); `position` / `orientation` are the `framepos` / `framequat` sensors that give it
     in simulation, in the same reference frame.
     """
-    return torch.cat([env.sim.sensor(position), env.sim.sensor(orientation)], dim=1)
+    quat = env.sim.sensor(orientation)
+    # q and -q are one orientation: the robot side reports w >= 0, so training does too.
+    quat = torch.where(quat[:, :1] < 0, -quat, quat)
+    return torch.cat([env.sim.sensor(position), quat], dim=1)
 
 
 def privilege_level(env) -> torch.Tensor:
