@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from batonlab.env.mdp_objects import body_pos, ee_to_body
+from batonlab.env.mdp_objects import body_pos, ee_to_body, touch_flags
 
 
 def reach_object_tanh(env, body: str, sensor: str, std: float) -> torch.Tensor:
@@ -23,24 +23,32 @@ def object_height(env, body: str, event: str) -> torch.Tensor:
     return body_pos(env, body)[:, 2] - rest
 
 
-def object_at_tool(env, body: str, sensor: str, radius: float) -> torch.Tensor:
-    """True where the object's centre is within `radius` of the tool point: it is in the hand [m]."""
-    return ee_to_body(env, body, sensor).norm(dim=1) < radius
+def object_in_hand(env, body: str, sensor: str, radius: float, touch_sensors: tuple[str, ...] = (),
+                   touch_threshold: float = 0.05) -> torch.Tensor:
+    """True where the object is in the hand: its centre within `radius` of the tool point [m] and, if
+    `touch_sensors` are given, every fingertip touching something (a grasp, not an arm hugging it)."""
+    held = ee_to_body(env, body, sensor).norm(dim=1) < radius
+    if touch_sensors:
+        held &= (touch_flags(env, touch_sensors, touch_threshold) > 0).all(dim=1)
+    return held
 
 
-def lift_progress(env, body: str, event: str, height: float, sensor: str, radius: float) -> torch.Tensor:
-    """Fraction of the goal lift achieved (clipped to [0, 1]) while the object is at the tool point.
+def lift_progress(env, body: str, event: str, height: float, sensor: str, radius: float,
+                  touch_sensors: tuple[str, ...] = ()) -> torch.Tensor:
+    """Fraction of the goal lift achieved (clipped to [0, 1]) while the object is in hand.
 
     Rewarding height alone pays for flinging the object: a policy swatting it into the air collects
     the lift bonus for the whole flight. Counting only a lift in hand pays for carrying it.
     """
     progress = (object_height(env, body, event) / height).clamp(0.0, 1.0)
-    return progress * object_at_tool(env, body, sensor, radius).float()
+    return progress * object_in_hand(env, body, sensor, radius, touch_sensors).float()
 
 
-def object_lifted(env, body: str, event: str, height: float, sensor: str, radius: float) -> torch.Tensor:
-    """True where the object is at least `height` above its resting height and in hand (`arm_lift`'s success)."""
-    return (object_height(env, body, event) >= height) & object_at_tool(env, body, sensor, radius)
+def object_lifted(env, body: str, event: str, height: float, sensor: str, radius: float,
+                  touch_sensors: tuple[str, ...] = ()) -> torch.Tensor:
+    """True where the object is at least `height` above its resting height and in hand (the success of
+    the lift tasks)."""
+    return (object_height(env, body, event) >= height) & object_in_hand(env, body, sensor, radius, touch_sensors)
 
 
 def object_below(env, body: str, z: float) -> torch.Tensor:

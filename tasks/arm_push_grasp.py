@@ -1,11 +1,12 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """`arm_push_grasp`: a flat box lies on the table, too wide to grasp from above; the arm pushes it
-until it overhangs the table's front edge, grasps the overhang and lifts the box 10 cm.
+until it overhangs the table's front edge (or stands it on edge), grasps it with the fingertips and lifts it 10 cm.
 
 The box is 24 × 16 × 4 cm (randomised down to 80 %): both sides of its top exceed the gripper's
-7.8 cm opening, so the only grasp is across its thickness, which needs an edge in the air. The
-table top ends at x = 0.55 m, within reach. The reward is `arm_lift`'s (reach, lift in hand,
-success), with "in hand" widened to the box's half length.
+7.8 cm opening, so the only grasp is across its thickness, which needs an edge in the air: over the
+table top's front edge (x = 0.55 m, within reach) or with the box pivoted up. The reward is
+`arm_lift`'s (reach, lift in hand, success), with "in hand" widened to the box's half length and
+requiring both fingertips on it.
 
 Privileges (λ = 1 at the start, lowered by `PrivilegeSchedule`): a virtual force pulls the box toward
 the tool point and carries its weight while both fingertips touch it; the gripper passes through
@@ -49,7 +50,8 @@ TABLE_EDGE_X = 0.55
 
 IN_HAND_RADIUS = 0.15
 """The box counts as in hand within this distance of the tool point [m] (grasped by an edge, its
-centre is up to its half length away)."""
+centre is up to its half length away) and with both fingertips touching: a first training that
+counted the distance alone learned to stand the box on edge and clamp it between the arm's links."""
 
 
 def make_push_grasp_spec() -> mujoco.MjSpec:
@@ -67,7 +69,8 @@ def make_push_grasp_spec() -> mujoco.MjSpec:
 
 def make_arm_push_grasp_cfg(play: bool = False) -> TaskCfg:
     joints = (*ARM_JOINTS, GRIPPER_JOINT)
-    lift = {"body": "object", "event": "object", "height": LIFT_HEIGHT, "sensor": "ee_pos_w", "radius": IN_HAND_RADIUS}
+    lift = {"body": "object", "event": "object", "height": LIFT_HEIGHT, "sensor": "ee_pos_w", "radius": IN_HAND_RADIUS,
+            "touch_sensors": FINGERTIP_TOUCH}
     cfg = TaskCfg(
         scene=SceneCfg(build=make_push_grasp_spec, default_joint_pos=home_pose(), camera="overview"),
         sim=SimCfg(physics_dt=0.005, decimation=4),

@@ -100,10 +100,10 @@ def wl_loco_manip_policy(tmp_path_factory):
 @pytest.fixture(scope="session")
 def arm_lift_teacher(tmp_path_factory):
     """arm_lift's teacher (actor reads the privileged group) trained from scratch at λ = 1 without the
-    schedule (512 envs × 24 steps × 40 iterations = 0.49M env steps, about 1.5 min on 2 idle cores),
+    schedule (512 envs × 24 steps × 50 iterations = 0.61M env steps, about 1 min on 2 idle cores),
     once per session. Returns `privileged_training.TrainedTeacher` (run folder, checkpoint, inference policy).
     """
     from privileged_training import train_teacher
 
-    return train_teacher("arm_lift", tmp_path_factory.mktemp("arm_lift_teacher"), num_envs=512, iterations=40,
+    return train_teacher("arm_lift", tmp_path_factory.mktemp("arm_lift_teacher"), num_envs=512, iterations=50,
                          privilege_level=1.0)

@@ -208,3 +208,25 @@ def test_student_imitates_the_teacher(teacher_run):
     print(f"\n[distillation] fixed-batch behaviour loss {before:.4f} -> {after:.4f}; logged {logged[0]:.4f} -> {logged[-1]:.4f}")
     assert after < 0.2 * before
     assert logged[-1] < 0.3 * logged[0]
+
+
+def test_teacher_labels_are_the_executed_actions(teacher_run):
+    """Labels beyond where a command saturates (a gripper action of -5 closes it as -1 does) are clamped
+    to the saturation bounds; inside them they are the teacher's own actions."""
+    env = _env()
+    runner = BatonRunner(RslRlVecEnv(env), _teacher_agent(teacher_run))
+    runner.load_teacher(teacher_run / "model_2.pt")
+    low, high = env.action_manager.saturation_bounds()
+    assert low[-1] == -1.0 and high[-1] == 1.0  # the gripper: 0.02 ± 0.02 m per unit, control range 0 … 0.04 m
+    torch.testing.assert_close(runner.alg.label_low, low)
+    torch.testing.assert_close(runner.alg.label_high, high)
+    with torch.no_grad():  # a teacher whose outputs are far out of range
+        runner.alg.teacher.mlp[-1].bias.fill_(8.0)
+    obs = env.get_observations()
+    with torch.inference_mode():
+        runner.alg.act(obs)
+        raw = runner.alg.teacher(obs)
+    labels = runner.alg.transition.privileged_actions
+    torch.testing.assert_close(labels, torch.minimum(raw, high))
+    assert (labels[:, -1] == 1.0).all() and (raw[:, -1] > 1.0).all()
+    env.close()

@@ -56,6 +56,16 @@ class JointAction:
     def reset(self, env_ids: torch.Tensor) -> None:
         self.raw_actions[env_ids] = 0.0
 
+    def saturation_bounds(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(low, high) raw actions per dim beyond which the target no longer changes (the clip, and the
+        actuator's control range mapped back through scale and offset; ±inf where neither applies)."""
+        low = (self.ctrl_low - self.offset) / self.scale
+        high = (self.ctrl_high - self.offset) / self.scale
+        low, high = torch.minimum(low, high), torch.maximum(low, high)  # a negative scale swaps them
+        if self.cfg.clip is not None:
+            low, high = low.clamp_min(self.cfg.clip[0]), high.clamp_max(self.cfg.clip[1])
+        return low, high
+
 
 class JointPositionAction(JointAction):
     """Position targets for PD servos: `target = default_pos + scale * action` [rad or m]."""
@@ -140,6 +150,11 @@ class ActionManager:
     def apply(self, ctrl: torch.Tensor) -> None:
         for term in self.terms.values():
             term.apply(ctrl)
+
+    def saturation_bounds(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(low, high) per action dim: the raw action beyond which the executed command no longer changes."""
+        bounds = [t.saturation_bounds() for t in self.terms.values()]
+        return torch.cat([b[0] for b in bounds]), torch.cat([b[1] for b in bounds])
 
     def reset(self, env_ids: torch.Tensor) -> dict[str, float]:
         self.action[env_ids] = 0.0

@@ -64,6 +64,11 @@ class VirtualForceAction:
         self.raw_actions[env_ids] = 0.0
         self.processed_actions[env_ids] = 0.0
 
+    def saturation_bounds(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The force saturates at ±1 (`max_force`)."""
+        ones = torch.ones(self.action_dim, device=self.raw_actions.device)
+        return -ones, ones
+
 
 class AttractionForce:
     """Privilege rule: pull `body` toward a site, and carry part of its weight while it is held.

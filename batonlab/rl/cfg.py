@@ -14,7 +14,7 @@ ALGORITHMS = {
     "PPO": "PPO",
     "P3O": "batonlab.rl.constrained:P3O",
     "PPOLagrangian": "batonlab.rl.constrained:PPOLagrangian",
-    "Distillation": "Distillation",
+    "Distillation": "batonlab.rl.executed_distillation:ExecutedActionDistillation",
 }
 """`AlgorithmCfg.class_name` → the class rsl-rl builds (rsl-rl's PPO or Distillation, or batonlab's constrained PPO)."""
 

@@ -75,6 +75,10 @@ class BatonRunner:
         privileged = tuple(name for name, group in env.env.cfg.observations.items() if group.privileged)
         self.train_cfg = to_rsl_rl_dict(cfg, multi_gpu=distributed.rsl_rl_cfg() if distributed else None,
                                         num_costs=len(cost_names), privileged_groups=privileged)
+        if self.distillation:
+            # The teacher's labels are clamped where the executed command saturates (`executed_distillation.py`).
+            low, high = env.env.action_manager.saturation_bounds()
+            self.train_cfg["algorithm"]["label_bounds"] = (low.tolist(), high.tolist())
         # rsl-rl prints the observation sets and both models while it builds them; that text is
         # kept for `verbose` callers instead of filling every command's output. Errors still raise.
         summary = io.StringIO()
