@@ -27,12 +27,8 @@ student with `agent.algorithm.class_name=Distillation teacher=RUN_DIR`.
 
 from __future__ import annotations
 
-from batonlab.curricula.privilege import PrivilegeSchedule
 from batonlab.env import mdp, mdp_door
-from batonlab.env.actions import JointPositionAction
 from batonlab.env.cfg import (
-    ActionTermCfg,
-    CurriculumTermCfg,
     EventTermCfg,
     ObsGroupCfg,
     ObsTermCfg,
@@ -46,10 +42,11 @@ from batonlab.env.cfg import (
 from batonlab.env.door_assist import HingeAssist
 from batonlab.env.relaxed_contacts import RelaxedContacts
 from batonlab.rewards import door, regularizers
-from batonlab.rl.cfg import AlgorithmCfg, PolicyCfg, RunnerCfg
+from batonlab.rl.cfg import RunnerCfg
 from batonlab.robots import door as door_asset
-from batonlab.robots.arm6 import ARM_JOINTS, GRIPPER_JOINT, home_pose
+from batonlab.robots.arm6 import ARM_JOINTS, home_pose
 from batonlab.tasks import register
+from batonlab.tasks.grasping import JOINTS, arm_and_gripper_actions, as_play, privilege_schedule, teacher_agent_cfg
 from batonlab.tasks.table_scene import add_look_at_camera, make_table_arm_spec
 
 OPEN_ANGLE = 1.047
@@ -109,19 +106,14 @@ def door_observations(joints: tuple[str, ...], play: bool = False) -> dict[str, 
 
 
 def make_arm_door_cfg(play: bool = False) -> TaskCfg:
-    joints = (*ARM_JOINTS, GRIPPER_JOINT)
     opened = {"joint": door_asset.HINGE_JOINT, "angle": OPEN_ANGLE}
     cfg = TaskCfg(
         scene=SceneCfg(build=make_door_spec, default_joint_pos=home_pose(), camera="door_view"),
         sim=SimCfg(physics_dt=0.005, decimation=4),
         num_envs=1024,
         episode_length_s=6.0,
-        actions={
-            "arm": ActionTermCfg(cls=JointPositionAction, joints=ARM_JOINTS, scale=0.5),
-            # Zero action holds the gripper half open (home: 0.02 per finger); ±1 opens or closes it fully.
-            "gripper": ActionTermCfg(cls=JointPositionAction, joints=(GRIPPER_JOINT,), scale=0.02),
-        },
-        observations=door_observations(joints, play),
+        actions=arm_and_gripper_actions(),
+        observations=door_observations(JOINTS, play),
         rewards={
             "reach": RewardTermCfg(func=door.reach_handle_tanh,
                                    params={"handle_sensor": door_asset.HANDLE_POS_W_SENSOR, "ee_sensor": "ee_pos_w", "std": 0.1},
@@ -151,29 +143,15 @@ def make_arm_door_cfg(play: bool = False) -> TaskCfg:
                 params={"pairs": (door_asset.LATCH_PAIR,), "threshold": LATCH_THRESHOLD, "mode": "disable"}),
         },
         privilege_level=1.0,
-        curriculum={
-            "privilege": CurriculumTermCfg(func=PrivilegeSchedule, params={"success_threshold": 0.75, "window_episodes": 1024}),
-        },
+        curriculum=privilege_schedule(),
         success=TermCfg(func=door.door_opened, params=opened),
     )
-    if play:
-        cfg.num_envs = 16
-        cfg.privilege_level = 0.0
-        cfg.curriculum = {}
-    return cfg
+    return as_play(cfg) if play else cfg
 
 
 def make_arm_door_agent_cfg() -> RunnerCfg:
-    return RunnerCfg(
-        experiment_name="arm_door",
-        num_steps_per_env=24,
-        max_iterations=500,
-        save_interval=50,
-        obs_groups={"actor": ["policy", "privileged"], "critic": ["policy", "privileged"]},
-        policy=PolicyCfg(actor_hidden_dims=(256, 128, 64), critic_hidden_dims=(256, 128, 64), init_noise_std=1.0),
-        # A longer sequence than arm_lift (reach, turn, pull for seconds): a longer horizon.
-        algorithm=AlgorithmCfg(learning_rate=1e-3, entropy_coef=0.005, num_mini_batches=4, gamma=0.99),
-    )
+    # A longer sequence than arm_lift (reach, turn, pull for seconds): a longer horizon.
+    return teacher_agent_cfg("arm_door", max_iterations=500, gamma=0.99)
 
 
 register("arm_door", make_arm_door_cfg, make_arm_door_agent_cfg,

@@ -18,28 +18,13 @@ from __future__ import annotations
 
 import mujoco
 
-from batonlab.curricula.privilege import PrivilegeSchedule
-from batonlab.env import mdp, mdp_objects
-from batonlab.env.actions import JointPositionAction
-from batonlab.env.cfg import (
-    ActionTermCfg,
-    CurriculumTermCfg,
-    EventTermCfg,
-    PrivilegeTermCfg,
-    RewardTermCfg,
-    SceneCfg,
-    SimCfg,
-    TaskCfg,
-    TermCfg,
-    TerminationTermCfg,
-)
+from batonlab.env.cfg import PrivilegeTermCfg, SceneCfg, TaskCfg
 from batonlab.env.relaxed_contacts import RelaxedContacts
-from batonlab.env.virtual_forces import AttractionForce
-from batonlab.rewards import manipulation, regularizers
-from batonlab.rl.cfg import AlgorithmCfg, PolicyCfg, RunnerCfg
-from batonlab.robots.arm6 import ARM_JOINTS, GRIPPER_JOINT, home_pose
+from batonlab.rl.cfg import RunnerCfg
+from batonlab.robots.arm6 import home_pose
 from batonlab.tasks import register
-from batonlab.tasks.arm_lift import FINGERTIP_TOUCH, LIFT_HEIGHT, object_observations
+from batonlab.tasks.arm_lift import FINGERTIP_TOUCH, make_arm_lift_cfg
+from batonlab.tasks.grasping import teacher_agent_cfg
 from batonlab.tasks.table_scene import add_box_object, add_gripper_table_pairs, make_table_arm_spec
 
 BOX_HALF = (0.12, 0.08, 0.02)
@@ -68,73 +53,24 @@ def make_push_grasp_spec() -> mujoco.MjSpec:
 
 
 def make_arm_push_grasp_cfg(play: bool = False) -> TaskCfg:
-    joints = (*ARM_JOINTS, GRIPPER_JOINT)
-    lift = {"body": "object", "event": "object", "height": LIFT_HEIGHT, "sensor": "ee_pos_w", "radius": IN_HAND_RADIUS,
-            "touch_sensors": FINGERTIP_TOUCH}
-    cfg = TaskCfg(
-        scene=SceneCfg(build=make_push_grasp_spec, default_joint_pos=home_pose(), camera="overview"),
-        sim=SimCfg(physics_dt=0.005, decimation=4),
-        num_envs=1024,
-        episode_length_s=6.0,
-        actions={
-            "arm": ActionTermCfg(cls=JointPositionAction, joints=ARM_JOINTS, scale=0.5),
-            "gripper": ActionTermCfg(cls=JointPositionAction, joints=(GRIPPER_JOINT,), scale=0.02),
-        },
-        observations=object_observations(joints, play),
-        rewards={
-            "reach": RewardTermCfg(func=manipulation.reach_object_tanh,
-                                   params={"body": "object", "sensor": "ee_pos_w", "std": 0.1}, weight=1.0),
-            "lift": RewardTermCfg(func=manipulation.lift_progress, params=lift, weight=8.0),
-            "lifted": RewardTermCfg(func=manipulation.object_lifted, params=lift, weight=8.0),
-            "action_rate": RewardTermCfg(func=regularizers.action_rate_l2, weight=-0.01),
-        },
-        terminations={
-            "object_dropped": TerminationTermCfg(func=manipulation.object_below, params={"body": "object", "z": -0.1}),
-        },
-        events={
-            "object": EventTermCfg(
-                func=mdp_objects.RandomizeObject, mode="reset",
-                params={"body": "object", "x_range": (0.3, 0.4), "y_range": (-0.1, 0.1), "yaw_range": (-0.3, 0.3),
-                        "size_scale": (0.8, 1.0), "mass_range": (0.1, 0.3), "friction_range": (0.5, 1.0)}),
-            "initial_pose": EventTermCfg(func=mdp.reset_joints_uniform, mode="reset",
-                                         params={"joints": ARM_JOINTS, "position_range": (-0.15, 0.15)}),
-        },
-        privileges={
-            "attraction": PrivilegeTermCfg(
-                func=AttractionForce,
-                params={"body": "object", "site_sensor": "ee_pos_w", "kp": 150.0, "kd": 3.0, "max_force": 6.0,
-                        "lift_fraction": 1.0, "touch_sensors": FINGERTIP_TOUCH, "radius": 0.08}),
-            "gripper_through_table": PrivilegeTermCfg(
-                func=RelaxedContacts,
-                params={"pairs": ("finger_left_pad_table", "finger_right_pad_table", "palm_collision_table"),
-                        "threshold": 0.5, "mode": "disable"}),
-            "slippery_table": PrivilegeTermCfg(
-                func=RelaxedContacts, params={"pairs": ("object_table",), "threshold": 0.25, "mode": "soften",
-                                              "friction_scale": 0.2, "timeconst_scale": 1.0}),
-        },
-        privilege_level=1.0,
-        curriculum={
-            "privilege": CurriculumTermCfg(func=PrivilegeSchedule, params={"success_threshold": 0.75, "window_episodes": 1024}),
-        },
-        success=TermCfg(func=manipulation.object_lifted, params=lift),
-    )
-    if play:
-        cfg.num_envs = 16
-        cfg.privilege_level = 0.0
-        cfg.curriculum = {}
+    """`arm_lift` with the flat box on the shorter table, a longer episode, a grasp that needs the
+    fingertips on the box, and a slippery table among the privileges."""
+    cfg = make_arm_lift_cfg(play)
+    cfg.scene = SceneCfg(build=make_push_grasp_spec, default_joint_pos=home_pose(), camera="overview")
+    cfg.episode_length_s = 6.0
+    lift = {**cfg.success.params, "radius": IN_HAND_RADIUS, "touch_sensors": FINGERTIP_TOUCH}
+    for term in (cfg.rewards["lift"], cfg.rewards["lifted"], cfg.success):
+        term.params = dict(lift)
+    cfg.events["object"].params.update(x_range=(0.3, 0.4), y_range=(-0.1, 0.1), yaw_range=(-0.3, 0.3),
+                                       mass_range=(0.1, 0.3), friction_range=(0.5, 1.0))
+    cfg.privileges["slippery_table"] = PrivilegeTermCfg(
+        func=RelaxedContacts, params={"pairs": ("object_table",), "threshold": 0.25, "mode": "soften",
+                                      "friction_scale": 0.2, "timeconst_scale": 1.0})
     return cfg
 
 
 def make_arm_push_grasp_agent_cfg() -> RunnerCfg:
-    return RunnerCfg(
-        experiment_name="arm_push_grasp",
-        num_steps_per_env=24,
-        max_iterations=600,
-        save_interval=100,
-        obs_groups={"actor": ["policy", "privileged"], "critic": ["policy", "privileged"]},
-        policy=PolicyCfg(actor_hidden_dims=(256, 128, 64), critic_hidden_dims=(256, 128, 64), init_noise_std=1.0),
-        algorithm=AlgorithmCfg(learning_rate=1e-3, entropy_coef=0.005, num_mini_batches=4, gamma=0.99),
-    )
+    return teacher_agent_cfg("arm_push_grasp", max_iterations=600, gamma=0.99)
 
 
 register("arm_push_grasp", make_arm_push_grasp_cfg, make_arm_push_grasp_agent_cfg,
