@@ -1,15 +1,15 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """`arm_push_grasp`: a flat box lies on the table, too wide to grasp from above; the arm pushes it
-until it overhangs the table's front edge (or stands it on edge), grasps it with the fingertips and lifts it 10 cm.
+until it overhangs the table's front edge (or stands it on edge), grasps it between the finger pads and lifts it 10 cm.
 
 The box is 24 × 16 × 4 cm (randomised down to 80 %): both sides of its top exceed the gripper's
 7.8 cm opening, so the only grasp is across its thickness, which needs an edge in the air: over the
 table top's front edge (x = 0.55 m, within reach) or with the box pivoted up. The reward is
 `arm_lift`'s (reach, lift in hand, success), with "in hand" widened to the box's half length and
-requiring both fingertips on it.
+requiring both finger pads on it.
 
 Privileges (λ = 1 at the start, lowered by `PrivilegeSchedule`): a virtual force pulls the box toward
-the tool point and carries its weight while both fingertips touch it; the gripper passes through
+the tool point and carries its weight while both finger pads touch it; the gripper passes through
 the table; the box slides on a slippery table. The published finding this task reproduces
 (`bench/privileged.py`): without privileges the policy parks the gripper on the box and never lifts it.
 """
@@ -23,9 +23,9 @@ from batonlab.env.relaxed_contacts import RelaxedContacts
 from batonlab.rl.cfg import RunnerCfg
 from batonlab.robots.arm6 import home_pose
 from batonlab.tasks import register
-from batonlab.tasks.arm_lift import FINGERTIP_TOUCH, make_arm_lift_cfg
+from batonlab.tasks.arm_lift import make_arm_lift_cfg
 from batonlab.tasks.grasping import teacher_agent_cfg
-from batonlab.tasks.table_scene import add_box_object, add_gripper_table_pairs, make_table_arm_spec
+from batonlab.tasks.table_scene import FINGER_PADS, add_box_object, add_gripper_table_pairs, make_table_arm_spec, pad_contact_sensor
 
 BOX_HALF = (0.12, 0.08, 0.02)
 """Nominal half sizes of the flat box [m]."""
@@ -33,9 +33,12 @@ BOX_HALF = (0.12, 0.08, 0.02)
 TABLE_EDGE_X = 0.55
 """The table's front edge in this task [m]: the box must overhang it to be grasped."""
 
+PAD_CONTACTS = tuple(pad_contact_sensor(pad, "object") for pad in FINGER_PADS)
+"""Contact counts of the finger pads with the box: both non-zero is a grasp."""
+
 IN_HAND_RADIUS = 0.15
 """The box counts as in hand within this distance of the tool point [m] (grasped by an edge, its
-centre is up to its half length away) and with both fingertips touching: a first training that
+centre is up to its half length away) and with both finger pads on it: a first training that
 counted the distance alone learned to stand the box on edge and clamp it between the arm's links."""
 
 
@@ -58,11 +61,13 @@ def make_arm_push_grasp_cfg(play: bool = False) -> TaskCfg:
     cfg = make_arm_lift_cfg(play)
     cfg.scene = SceneCfg(build=make_push_grasp_spec, default_joint_pos=home_pose(), camera="overview")
     cfg.episode_length_s = 6.0
-    lift = {**cfg.success.params, "radius": IN_HAND_RADIUS, "touch_sensors": FINGERTIP_TOUCH}
+    lift = {**cfg.success.params, "radius": IN_HAND_RADIUS, "touch_sensors": PAD_CONTACTS}
     for term in (cfg.rewards["lift"], cfg.rewards["lifted"], cfg.success):
         term.params = dict(lift)
     cfg.events["object"].params.update(x_range=(0.3, 0.4), y_range=(-0.1, 0.1), yaw_range=(-0.3, 0.3),
                                        mass_range=(0.1, 0.3), friction_range=(0.5, 1.0))
+    cfg.privileges["attraction"].params["touch_sensors"] = PAD_CONTACTS  # carry its weight while pinched
+    cfg.observations["privileged"].terms["contacts"].params["sensors"] = PAD_CONTACTS
     cfg.privileges["slippery_table"] = PrivilegeTermCfg(
         func=RelaxedContacts, params={"pairs": ("object_table",), "threshold": 0.25, "mode": "soften",
                                       "friction_scale": 0.2, "timeconst_scale": 1.0})

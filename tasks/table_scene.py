@@ -4,7 +4,8 @@
 The arm's base frame is the world frame; the table top is the plane z = 0 and spans
 x ∈ [-0.15, 0.75], y ∈ [-0.6, 0.6] [m]. Objects are free bodies with a named geom, and each gets
 two sensors in the arm base frame, `<name>_pos` and `<name>_quat`: what a perception node would
-report as the object's pose (`sensors/<name>_pose` on the robot).
+report as the object's pose (`sensors/<name>_pose` on the robot), and two contact sensors
+`finger_{left,right}_pad_on_<name>` (simulation only: is the object between the pads).
 """
 
 from __future__ import annotations
@@ -21,7 +22,10 @@ TABLE_TOP_Z = 0.0
 TABLE_X = (-0.15, 0.75)
 """Extent of the table top along x [m] (the far edge is where `arm_push_grasp` tips its box)."""
 
-GRIPPER_GEOMS = ("finger_left_pad", "finger_right_pad", "palm_collision")
+FINGER_PADS = ("finger_left_pad", "finger_right_pad")
+"""arm6's finger pad geoms."""
+
+GRIPPER_GEOMS = (*FINGER_PADS, "palm_collision")
 """The gripper's collision geoms (arm6), the ones a relaxed gripper–table contact lets through."""
 
 
@@ -74,6 +78,17 @@ def add_box_object(spec: mujoco.MjSpec, name: str, half_size, mass: float, pos, 
     for kind, sensor in (("pos", mujoco.mjtSensor.mjSENS_FRAMEPOS), ("quat", mujoco.mjtSensor.mjSENS_FRAMEQUAT)):
         spec.add_sensor(name=f"{name}_{kind}", type=sensor, objtype=mujoco.mjtObj.mjOBJ_SITE, objname=f"{name}_center",
                         reftype=mujoco.mjtObj.mjOBJ_SITE, refname="arm_base_site")
+    # How many contacts each finger pad has with the object (MuJoCo's contact sensor, "found" count):
+    # both non-zero is a pinch grasp, wherever along the pads the object sits.
+    for pad in FINGER_PADS:
+        spec.add_sensor(name=pad_contact_sensor(pad, name), type=mujoco.mjtSensor.mjSENS_CONTACT,
+                        objtype=mujoco.mjtObj.mjOBJ_GEOM, objname=pad, reftype=mujoco.mjtObj.mjOBJ_GEOM, refname=name,
+                        intprm=[1, 1, 1])
+
+
+def pad_contact_sensor(pad: str, obj: str) -> str:
+    """Name of the sensor counting the contacts between a finger pad and an object (`add_box_object`)."""
+    return f"{pad}_on_{obj}"
 
 
 def add_gripper_table_pairs(spec: mujoco.MjSpec) -> tuple[str, ...]:
