@@ -29,12 +29,10 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from batonlab.cli.common import build_invocation, find_checkpoint  # noqa: E402
+from batonlab.cli.common import build_invocation  # noqa: E402
 from batonlab.cli.deploy import resolve_export, run_sim_to_sim  # noqa: E402
 from batonlab.deploy import load_manifest  # noqa: E402
-from batonlab.env.env import BatonEnv  # noqa: E402
-from batonlab.rl.runner import BatonRunner  # noqa: E402
-from batonlab.rl.vecenv import RslRlVecEnv  # noqa: E402
+from batonlab.cli.policy_loading import load_trained  # noqa: E402
 from ros.training import Episodes, play_on_seeds  # noqa: E402
 
 
@@ -42,10 +40,7 @@ def load_policy(run_dir: Path, task: str):
     """The torch inference policy of the run's newest checkpoint, as `batonlab play` loads it."""
     inv = build_invocation([f"task={task}", f"run_dir={run_dir}"], play=True)
     inv.task.num_envs = 1
-    env = BatonEnv(inv.task)
-    runner = BatonRunner(RslRlVecEnv(env), inv.agent, log_dir=None, device="cpu")
-    checkpoint = find_checkpoint(inv.top, run_dir)
-    runner.load(checkpoint, load_optimizer=False)
+    env, runner, _, checkpoint = load_trained(inv)  # a distillation run gives its student
     env.close()
     return runner.inference_policy(), checkpoint
 
