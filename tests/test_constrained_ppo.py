@@ -378,9 +378,9 @@ torch.set_num_threads(1)
 agent = make_reach_costs_agent_cfg()
 agent.algorithm.class_name = "PPOLagrangian"
 runner = BatonRunner(RslRlVecEnv(BatonEnv(cfg)), agent, distributed=ctx)
-stats = runner.learn(2, progress=False)
+runner.learn(2, progress=False)
 torch.save({"multipliers": runner.alg.multipliers.value, "cost_critic": runner.alg.cost_critic.state_dict(),
-            "actor": runner.alg.actor.state_dict(), "rank_mean_cost": stats["Cost/fast_joints/mean_cost"]},
+            "actor": runner.alg.actor.state_dict(), "rank_state": float(runner.env.env.sim.qpos.sum())},
            f"{sys.argv[1]}/rank{ctx.rank}.pt")
 distributed.shutdown()
 """
@@ -396,7 +396,9 @@ def test_two_ranks_agree_on_multipliers_and_cost_critic(tmp_path):
                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     rank0, rank1 = (torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in (0, 1))
-    assert rank0["rank_mean_cost"] != rank1["rank_mean_cost"]  # different seeds, different rollouts
+    # Different seeds, different rollouts (the worlds' states; a rank's mean cost is a fraction of few steps,
+    # which two ranks can share by chance: 0.765625 on both was seen once).
+    assert rank0["rank_state"] != rank1["rank_state"]
     assert torch.equal(rank0["multipliers"], rank1["multipliers"])  # ... but one all-reduced mean cost
     for model in ("cost_critic", "actor"):
         for name, tensor in rank0[model].items():
