@@ -160,9 +160,9 @@ class BatonEnv:
     def get_observations(self) -> TensorDict:
         return self.obs
 
-    def render(self, env_ids=(0,), size: tuple[int, int] = (240, 320)):
-        """RGB frames (len(env_ids), H, W, 3) uint8 from the scene's camera."""
-        return self.sim.render(list(env_ids), self.cfg.scene.camera, size)
+    def render(self, env_ids=(0,), size: tuple[int, int] = (240, 320), effects: bool = True):
+        """RGB frames (len(env_ids), H, W, 3) uint8 from the scene's camera (`effects`: see `SimBackend.render`)."""
+        return self.sim.render(list(env_ids), self.cfg.scene.camera, size, effects=effects)
 
     def close(self) -> None:
         self.sim.close()

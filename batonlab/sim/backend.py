@@ -101,9 +101,14 @@ class SimBackend(abc.ABC):
 
     @abc.abstractmethod
     def render(
-        self, env_ids: torch.Tensor | list[int], camera: str | int = -1, size: tuple[int, int] = (240, 320)
+        self, env_ids: torch.Tensor | list[int], camera: str | int = -1, size: tuple[int, int] = (240, 320),
+        effects: bool = True,
     ) -> np.ndarray:
-        """Offscreen RGB images of some worlds, uint8 of shape (len(env_ids), height, width, 3)."""
+        """Offscreen RGB images of some worlds, uint8 of shape (len(env_ids), height, width, 3).
+
+        `effects=False` drops shadows, reflections and the skybox: an order of magnitude cheaper on a
+        software GL, for frames a network reads (learned rewards) rather than a person.
+        """
 
     def close(self) -> None:
         """Release threads and GL contexts."""

@@ -84,6 +84,15 @@ class OffscreenRenderer:
         self._rect = mujoco.MjrRect(0, 0, width, height)
         self._pixels = np.empty((height, width, 3), dtype=np.uint8)
 
+    def set_effects(self, on: bool) -> None:
+        """Shadows, reflections and skybox on (pictures for people) or off (frames for learned rewards).
+
+        On a software GL (Mesa llvmpipe, the CPU machines) the shadow pass dominates: a 64 x 64 frame of
+        the table scene takes about 48 ms with effects and 4 ms without.
+        """
+        for flag in (mujoco.mjtRndFlag.mjRND_SHADOW, mujoco.mjtRndFlag.mjRND_REFLECTION, mujoco.mjtRndFlag.mjRND_SKYBOX):
+            self._scene.flags[flag] = int(on)
+
     def update_scene(self, data: mujoco.MjData, camera: str | int = -1) -> None:
         """Camera by name or id; -1: the model's default free camera."""
         camera_id = self.model.camera(camera).id if isinstance(camera, str) else int(camera)
