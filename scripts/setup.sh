@@ -27,7 +27,7 @@ echo "torch==2.13.0" > .venv/constraints.txt
 # warp: the mujoco_warp backend, which CI tests on warp's CPU device.
 # setuptools' editable install always prints a notice box about folders named like the package
 # (tasks/ is mapped to batonlab.tasks); it is advice, not a problem, so it is not shown.
-PYTHONWARNINGS="ignore::UserWarning" $PIP install -q -c .venv/constraints.txt -e ".[train,test,ros,warp]"
+PYTHONWARNINGS="ignore::UserWarning" $PIP install -q -c .venv/constraints.txt -e ".[train,test,ros,warp,learned]"
 # colcon builds and tests the deploy_ros ament package (rclpy and messages come from the `ros` extra).
 $PIP install -q -c .venv/constraints.txt "colcon-core>=0.17" "colcon-ros>=0.5" "colcon-test-result>=0.3"
 echo "batonlab set up in .venv (activate with: . .venv/bin/activate)"

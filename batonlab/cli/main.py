@@ -18,6 +18,8 @@ commands:
   deploy [--sim] PATH      check an export; --sim runs it sim-to-sim over ROS 2 (PATH: export, checkpoint or run)
   replay BAG [--report DIR]  replay a rosbag2 bag in simulation (open-loop, playback, policy) and report sim vs. log
   bag info|export BAG      topics, counts, rates and metadata of a bag; export its topics as CSV (--csv DIR)
+  reward fit-progress|fit-potential|search   learned rewards: progress encoder, preference potential,
+                           LLM reward search (`batonlab reward --help`)
 
 `batonlab train|play|export [task=NAME] --help` lists the command's options and the task's keys.
 
@@ -105,8 +107,14 @@ def _bag(args: list[str]) -> int:
     return bag.run(args)
 
 
+def _reward(args: list[str]) -> int:
+    from batonlab.cli import reward
+
+    return reward.run(args)
+
+
 COMMANDS = {"list": _list, "train": _train, "play": _play, "export": _export, "deploy": _deploy, "replay": _replay,
-            "bag": _bag}
+            "bag": _bag, "reward": _reward}
 """Subcommands; later subsystems (deploy, replay, bag) add theirs here."""
 
 HELP_COMMANDS = ("train", "play", "export")
