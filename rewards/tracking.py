@@ -21,6 +21,11 @@ def position_command_error_exp(env, command: str, sensor: str, std: float) -> to
     return torch.exp(-position_command_error(env, command, sensor).square() / std**2)
 
 
+def position_command_progress(env, command: str, sensor: str, distance_scale: float) -> torch.Tensor:
+    """`1 - distance / distance_scale` clipped to [0, 1]: how far along a reach is (the true progress)."""
+    return (1.0 - position_command_error(env, command, sensor) / distance_scale).clamp(0.0, 1.0)
+
+
 def position_command_reached(env, command: str, sensor: str, threshold: float) -> torch.Tensor:
     """True where the sensor is within `threshold` of the command [m]; used as a success term."""
     return position_command_error(env, command, sensor) < threshold

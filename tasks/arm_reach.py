@@ -23,7 +23,7 @@ from batonlab.env.cfg import (
     TermCfg,
 )
 from batonlab.env.commands import UniformPositionCommand
-from batonlab.rewards import regularizers, tracking
+from batonlab.rewards import regularizers, sparse, tracking
 from batonlab.rl.cfg import AlgorithmCfg, PolicyCfg, RunnerCfg
 from batonlab.robots.arm6 import ARM_JOINTS, home_pose
 from batonlab.tasks import register
@@ -82,6 +82,7 @@ def make_arm_reach_cfg(play: bool = False) -> TaskCfg:
             ),
         },
         success=TermCfg(func=tracking.position_command_reached, params={**ee_cmd, "threshold": SUCCESS_THRESHOLD}),
+        progress=TermCfg(func=tracking.position_command_progress, params={**ee_cmd, "distance_scale": 0.5}),
     )
     if play:
         cfg.num_envs = 16
@@ -101,4 +102,27 @@ def make_arm_reach_agent_cfg() -> RunnerCfg:
     )
 
 
+def make_arm_reach_sparse_cfg(play: bool = False) -> TaskCfg:
+    """`arm_reach` with only the sparse success signal (and small regularisers): the test bed of learned rewards.
+
+    The reward is 1 per second while the tool-centre point is within 3 cm of the target; everything
+    else must come from a learned reward (`batonlab train ... learned_reward.potential=...`).
+    """
+    cfg = make_arm_reach_cfg(play=play)
+    cfg.rewards = {
+        "success": RewardTermCfg(func=sparse.success_indicator, weight=5.0),
+        "action_rate": cfg.rewards["action_rate"],
+        "joint_vel": cfg.rewards["joint_vel"],
+    }
+    return cfg
+
+
+def make_arm_reach_sparse_agent_cfg() -> RunnerCfg:
+    agent = make_arm_reach_agent_cfg()
+    agent.experiment_name = "arm_reach_sparse"
+    return agent
+
+
+register("arm_reach_sparse", make_arm_reach_sparse_cfg, make_arm_reach_sparse_agent_cfg,
+         "arm_reach with a sparse success-only reward (for learned rewards)")
 register("arm_reach", make_arm_reach_cfg, make_arm_reach_agent_cfg, "table-mounted 6-DoF arm reaches a commanded position")

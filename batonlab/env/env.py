@@ -69,6 +69,7 @@ class BatonEnv:
         self.privilege_manager = PrivilegeManager(self, cfg.privileges, cfg.privilege_level)
         self.curriculum_manager = CurriculumManager(self, cfg.curriculum)
         self.success_term = build_term(cfg.success.func, cfg.success.params, self, "success") if cfg.success else None
+        self.progress_term = build_term(cfg.progress.func, cfg.progress.params, self, "progress") if cfg.progress else None
         self.event_manager.apply("startup", self.all_env_ids)
         self._reset_state(self.all_env_ids)
         self.observation_manager = ObservationManager(self, cfg.observations)
@@ -163,6 +164,12 @@ class BatonEnv:
     def render(self, env_ids=(0,), size: tuple[int, int] = (240, 320), effects: bool = True):
         """RGB frames (len(env_ids), H, W, 3) uint8 from the scene's camera (`effects`: see `SimBackend.render`)."""
         return self.sim.render(list(env_ids), self.cfg.scene.camera, size, effects=effects)
+
+    def true_progress(self) -> torch.Tensor:
+        """(num_envs,) the task's true progress in [0, 1] on the current state (`TaskCfg.progress`)."""
+        if self.progress_term is None:
+            raise ValueError("this task defines no true progress (TaskCfg.progress); a scripted labeller needs one")
+        return self.progress_term(self).float()
 
     def close(self) -> None:
         self.sim.close()
