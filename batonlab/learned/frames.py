@@ -1,0 +1,161 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Rendered rollouts for progress encoders: low-resolution frames of whole episodes, with the
+simulator's true task progress beside them (to check an estimate against, never to train on).
+
+A rollout starts at an env reset and runs for a fixed number of control steps, shorter than the
+episode, so that every env contributes one uninterrupted episode; envs that end early (a dropped
+object, a diverged world) are left out. Frames come from `env.render(..., effects=False)`: no
+shadows or reflections, ten times cheaper, and the same look the reward term renders at training.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from batonlab.env.cfg import TaskCfg
+from batonlab.env.mdp_objects import body_pos
+
+Policy = Callable[[object], torch.Tensor]
+"""Observation TensorDict → actions (num_envs, num_actions), e.g. a runner's inference policy."""
+
+
+@dataclass
+class Rollouts:
+    """Episodes of one task, frame by frame."""
+
+    task: str
+    frames: np.ndarray
+    """(num_episodes, num_frames, H, W, 3) uint8 RGB."""
+    progress: np.ndarray
+    """(num_episodes, num_frames) true progress in [0, 1]; NaN for a task without a truth function."""
+    frame_every: int
+    """Control steps between two frames."""
+    source: str
+    """Where the actions came from: "policy" or "random"."""
+
+    @property
+    def num_episodes(self) -> int:
+        return self.frames.shape[0]
+
+
+# True progress, from simulator state.
+
+
+def reach_measure(env, command: str = "ee_target", sensor: str = "ee_pos_b") -> torch.Tensor:
+    """Tool-centre point to commanded target distance [m], (num_envs, 1)."""
+    return (env.command_manager.command(command) - env.sim.sensor(sensor)).norm(dim=1, keepdim=True)
+
+
+def reach_progress(measures: torch.Tensor) -> torch.Tensor:
+    """`1 - d(t) / d(0)` clipped to [0, 1], from (num_episodes, num_frames, 1) distances."""
+    distance = measures[..., 0]
+    return (1.0 - distance / distance[:, :1].clamp(min=1e-6)).clamp(0.0, 1.0)
+
+
+def lift_measure(env, body: str = "object", event: str = "object", sensor: str = "ee_pos_w") -> torch.Tensor:
+    """(num_envs, 2): tool point to object distance [m] and object height above its resting height [m]."""
+    position = body_pos(env, body)
+    distance = (position - env.sim.sensor(sensor)).norm(dim=1)
+    height = position[:, 2] - env.event_manager.terms[event].half_height
+    return torch.stack([distance, height], dim=1)
+
+
+def lift_progress(measures: torch.Tensor, lift_height: float = 0.10) -> torch.Tensor:
+    """Staged progress of a grasp-and-lift: half for the reach (`1 - d(t) / d(0)`), half for the
+    lift (height over `lift_height` [m]), each clipped to [0, 1]; from (num_episodes, num_frames, 2)."""
+    reach = reach_progress(measures[..., :1])
+    lift = (measures[..., 1] / lift_height).clamp(0.0, 1.0)
+    return 0.5 * reach + 0.5 * lift
+
+
+@dataclass(frozen=True)
+class ProgressTruth:
+    """How to measure a task's true progress: a per-step measurement, turned into progress per episode."""
+
+    measure: Callable[[object], torch.Tensor]
+    """env → (num_envs, k) raw state (distances, heights)."""
+    progress: Callable[[torch.Tensor], torch.Tensor]
+    """(num_episodes, num_frames, k) measurements → (num_episodes, num_frames) progress in [0, 1]."""
+
+
+TRUTHS: dict[str, ProgressTruth] = {
+    "arm_reach": ProgressTruth(reach_measure, reach_progress),
+    "arm_lift": ProgressTruth(lift_measure, lift_progress),
+    "arm_push_grasp": ProgressTruth(lift_measure, lift_progress),
+}
+"""True progress of the tasks that have one (both grasping tasks name their object `object`)."""
+
+
+# Collection.
+
+
+def rollout_cfg(cfg: TaskCfg, num_envs: int, seed: int = 0) -> TaskCfg:
+    """A copy of a task config for collecting rollouts: no curricula (λ stays where the config puts
+    it) and commands held for the whole episode (a target redrawn mid-episode would make
+    `1 - d(t) / d(0)` meaningless)."""
+    cfg = copy.deepcopy(cfg)
+    cfg.num_envs, cfg.seed = num_envs, seed
+    cfg.curriculum = {}
+    for command in cfg.commands.values():
+        command.resampling_time_range_s = (1e6, 1e6)
+    return cfg
+
+
+@torch.inference_mode()
+def collect_rollouts(env, task: str, episodes: int, num_steps: int | None = None, frame_every: int = 2,
+                     policy: Policy | None = None, size: int = 64, action_smoothing: float = 0.9,
+                     progress_bar: bool = True) -> Rollouts:
+    """Run `episodes` episodes in batches of `env.num_envs` and render every `frame_every`-th step.
+
+    Args:
+        env: A `BatonEnv` of `task`, preferably built from `rollout_cfg`.
+        task: Its name (selects the truth function in `TRUTHS`, if any).
+        num_steps: Control steps per episode (default: all but the last step of the episode).
+        policy: Acts on the observation; None: random actions, a low-pass filtered walk (each step
+            `a ← s·a + sqrt(1 - s²)·N(0, 1)` with s = `action_smoothing`, clipped to [-1, 1]), which moves
+            the arm through poses instead of jittering around its start.
+        size: Frames are `size` × `size` pixels.
+    """
+    num_steps = num_steps or env.max_episode_length - 1
+    if num_steps >= env.max_episode_length:
+        raise ValueError(f"num_steps={num_steps} must be shorter than the episode ({env.max_episode_length} steps)")
+    truth = TRUTHS.get(task)
+    ids = list(range(env.num_envs))
+    batches = -(-episodes // env.num_envs)
+    frames, progress = [], []
+    bar = tqdm(total=batches * len(range(0, num_steps, frame_every)), desc=f"render {task}", unit="frame batch",
+               disable=not progress_bar)
+    for _ in range(batches):
+        obs, _ = env.reset()
+        action = torch.zeros(env.num_envs, env.num_actions, device=env.device)
+        alive = torch.ones(env.num_envs, dtype=torch.bool, device=env.device)
+        batch_frames, measures = [], []
+        for step in range(num_steps):
+            if step % frame_every == 0:
+                batch_frames.append(env.render(ids, size=(size, size), effects=False))
+                if truth is not None:
+                    measures.append(truth.measure(env).clone())
+                bar.update(1)
+            if policy is None:
+                noise = env.normal((env.num_envs, env.num_actions))
+                action = (action_smoothing * action + (1 - action_smoothing**2) ** 0.5 * noise).clamp(-1.0, 1.0)
+            else:
+                action = policy(obs)
+            obs, _, terminated, truncated, _ = env.step(action)
+            alive &= ~(terminated | truncated)
+        keep = alive.cpu().numpy()
+        frames.append(np.stack(batch_frames, axis=1)[keep])
+        if truth is not None:
+            progress.append(truth.progress(torch.stack(measures, dim=1)).cpu().numpy()[keep])
+        else:
+            progress.append(np.full(frames[-1].shape[:2], np.nan, dtype=np.float32))
+    bar.close()
+    frames_all = np.concatenate(frames)[:episodes]
+    progress_all = np.concatenate(progress)[:episodes].astype(np.float32)
+    return Rollouts(task, frames_all, progress_all, frame_every, "random" if policy is None else "policy")

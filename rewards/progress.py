@@ -1,0 +1,84 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""A progress reward read from camera frames: how far along one reference demonstration each env has
+got, paid only when it moves forward and only when the match is confident.
+
+A task enables it by config, with a trained encoder (`batonlab reward fit-progress`) and a demo:
+
+```python
+cfg.rewards["progress"] = RewardTermCfg(
+    func=ProgressReward, params={"encoder": "logs/progress_encoder/encoder.pt", "demo": "demo.npz"}, weight=1.0)
+```
+
+Scale: the term returns the progress gain divided by the control period, so that the manager's
+`weight * dt` cancels the `dt`: with weight w an episode earns at most w in total from this term
+(w × the forward progress along the demo), whatever the control rate.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from batonlab.learned.progress_encoder import load_encoder
+from batonlab.learned.progress_matcher import ProgressMatcher, load_demo
+
+
+class ProgressReward:
+    """`max(0, p_t - best p so far) / step_dt` where the match confidence is at least the threshold.
+
+    Rendering is budgeted: every `render_every` control steps the next `num_rendered` envs (round
+    robin) are rendered in one call and embedded in one forward pass; their progress estimates are
+    updated and only they can be paid on that step. The other envs keep their last estimate and
+    get 0. Each env is thus rendered every `render_every * num_envs / num_rendered` steps.
+
+    Args:
+        encoder: Path of the encoder file.
+        demo: Path of the demonstration (`.mp4`, `.npz` with `frames`, or a rosbag2 folder).
+        render_every: Control steps between two render calls.
+        num_rendered: Envs rendered per call.
+        size: Render size [pixels] (None: the encoder's input size; other sizes are resized to it).
+        confidence_threshold: Minimum match margin (`progress_matcher`) for an estimate to pay.
+    """
+
+    def __init__(self, env, encoder: str, demo: str, render_every: int = 4, num_rendered: int = 16,
+                 size: int | None = None, confidence_threshold: float = 0.1):
+        if render_every < 1 or num_rendered < 1:
+            raise ValueError(f"ProgressReward: render_every={render_every} and num_rendered={num_rendered} must be >= 1")
+        model = load_encoder(encoder, device=env.device)
+        self.size = size or model.cfg.image_size
+        self.matcher = ProgressMatcher(model, load_demo(demo, size=model.cfg.image_size))
+        self.step_dt = env.step_dt
+        self.render_every = render_every
+        self.num_rendered = min(num_rendered, env.num_envs)
+        self.confidence_threshold = confidence_threshold
+        self.progress = torch.zeros(env.num_envs, device=env.device)
+        """(num_envs,) latest progress estimate in [0, 1] (from each env's last render)."""
+        self.confidence = torch.zeros(env.num_envs, device=env.device)
+        """(num_envs,) match margin of that estimate."""
+        self.best = torch.zeros(env.num_envs, device=env.device)
+        """(num_envs,) highest confident progress of the episode so far."""
+        self.last_confidence_rate = 0.0
+        """Fraction of the envs rendered last time whose match was confident (for logs)."""
+        self._steps = 0
+        self._cursor = 0
+
+    def __call__(self, env) -> torch.Tensor:
+        reward = torch.zeros(env.num_envs, device=env.device)
+        step, self._steps = self._steps, self._steps + 1
+        if step % self.render_every:
+            return reward
+        ids = (self._cursor + torch.arange(self.num_rendered, device=env.device)) % env.num_envs
+        self._cursor = (self._cursor + self.num_rendered) % env.num_envs
+        frames = env.render(ids.tolist(), size=(self.size, self.size), effects=False)
+        progress, confidence = self.matcher.match(frames)
+        confident = confidence >= self.confidence_threshold
+        gain = torch.where(confident, (progress - self.best[ids]).clamp(min=0.0), torch.zeros_like(progress))
+        self.best[ids] = torch.where(confident, torch.maximum(self.best[ids], progress), self.best[ids])
+        self.progress[ids], self.confidence[ids] = progress, confidence
+        self.last_confidence_rate = confident.float().mean().item()
+        reward[ids] = gain / self.step_dt
+        return reward
+
+    def reset(self, env_ids: torch.Tensor) -> None:
+        self.best[env_ids] = 0.0
+        self.progress[env_ids] = 0.0
+        self.confidence[env_ids] = 0.0

@@ -1,0 +1,257 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Progress rewards from frames: a time-contrastive encoder trained on rendered rollouts of two tasks
+(random actions and trained policies, no task labels) estimates progress along one demonstration, and
+that estimate ranks the frames of held-out episodes as the simulator's true progress does; the reward
+term pays only confident forward progress; files and demos that cannot be used are refused clearly."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import spearmanr
+
+from batonlab.cli.common import CliError
+from batonlab.cli.main import main
+from batonlab.env.cfg import RewardTermCfg
+from batonlab.env.env import BatonEnv
+from batonlab.learned.frames import Rollouts, collect_rollouts, rollout_cfg
+from batonlab.learned.progress_encoder import (
+    FORMAT,
+    VERSION,
+    EncoderCfg,
+    ProgressEncoder,
+    ProgressEncoderError,
+    TrainCfg,
+    load_encoder,
+    save_encoder,
+    train_encoder,
+)
+from batonlab.learned.progress_matcher import DemoError, ProgressMatcher, load_demo, save_demo
+from batonlab.rewards.progress import ProgressReward
+from batonlab.sim.render import write_mp4
+from batonlab.tasks import make_task_cfg
+
+ROLLOUT = {"arm_reach": {"num_steps": 100, "frame_every": 2}, "arm_lift": {"num_steps": 199, "frame_every": 4}}
+"""Control steps and frame spacing per task: arm_reach's first 2 s (its target is redrawn at 2 s in
+training; held here anyway), arm_lift's whole 4 s episode (reach, grasp, lift)."""
+
+
+@dataclass
+class ProgressSetup:
+    encoder: ProgressEncoder
+    encoder_path: Path
+    demos: dict[str, Path]
+    """Per task, a demo `.npz`: one held-out episode of the policy."""
+    heldout: dict[str, Rollouts]
+    """Per task, held-out policy episodes (other seeds than training and demo)."""
+    num_frames: int
+
+
+def _rollouts(task: str, policy, episodes: int, seed: int) -> Rollouts:
+    env = BatonEnv(rollout_cfg(make_task_cfg(task), episodes, seed))  # arm_lift's teacher acts at λ = 1
+    try:
+        return collect_rollouts(env, task, episodes, policy=policy, progress_bar=False, **ROLLOUT[task])
+    finally:
+        env.close()
+
+
+@pytest.fixture(scope="module")
+def progress_setup(arm_reach_policy, arm_lift_teacher, tmp_path_factory) -> ProgressSetup:
+    """The encoder trained once for the module: 8 random and 8 policy episodes of each task (1600
+    frames, rendered at 64 × 64), 300 time-contrastive steps; a demo and 6 held-out episodes per task."""
+    policies = {"arm_reach": arm_reach_policy.policy, "arm_lift": arm_lift_teacher.policy}
+    root = tmp_path_factory.mktemp("progress")
+    training, demos, heldout = [], {}, {}
+    for task, policy in policies.items():
+        training += list(_rollouts(task, None, 8, seed=1).frames) + list(_rollouts(task, policy, 8, seed=2).frames)
+        demo = _rollouts(task, policy, 1, seed=3)
+        demos[task] = save_demo(root / f"{task}_demo.npz", demo.frames[0])
+        heldout[task] = _rollouts(task, policy, 6, seed=4)
+    encoder = train_encoder(training, EncoderCfg(), TrainCfg(steps=300), progress_bar=False)
+    num_frames = sum(len(e) for e in training)
+    path = save_encoder(root / "encoder.pt", encoder, list(policies), num_frames)
+    return ProgressSetup(encoder, path, demos, heldout, num_frames)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", ["arm_reach", "arm_lift"])
+def test_progress_estimate_ranks_heldout_frames_like_true_progress(progress_setup, task):
+    matcher = ProgressMatcher(load_encoder(progress_setup.encoder_path), load_demo(progress_setup.demos[task]))
+    rollouts = progress_setup.heldout[task]
+    estimates, confidences = zip(*(matcher.match(frames) for frames in rollouts.frames))
+    estimates = torch.stack(estimates).numpy()
+    confidence = torch.stack(confidences).numpy()
+    pooled = spearmanr(estimates.ravel(), rollouts.progress.ravel()).statistic
+    per_episode = [spearmanr(e, t).statistic for e, t in zip(estimates, rollouts.progress)]
+    confident = confidence.ravel() >= 0.1
+    print(f"\n[progress {task}] {rollouts.num_episodes} held-out episodes × {rollouts.frames.shape[1]} frames: "
+          f"Spearman pooled {pooled:.3f}, per-episode mean {np.nanmean(per_episode):.3f} "
+          f"({' '.join(f'{s:.2f}' for s in per_episode)}); confident frames {confident.mean():.2f} "
+          f"(Spearman on them {spearmanr(estimates.ravel()[confident], rollouts.progress.ravel()[confident]).statistic:.3f}); "
+          f"final true progress {rollouts.progress[:, -1].mean():.2f}")
+    assert pooled >= 0.8
+
+
+# The reward term.
+
+
+@pytest.fixture(scope="module")
+def untrained_files(tmp_path_factory) -> tuple[Path, Path]:
+    """An untrained encoder file and a demo of random actions: the term's contract holds for any encoder."""
+    root = tmp_path_factory.mktemp("progress_untrained")
+    torch.manual_seed(0)
+    encoder = save_encoder(root / "encoder.pt", ProgressEncoder(EncoderCfg()), ["arm_reach"], 0)
+    env = BatonEnv(rollout_cfg(make_task_cfg("arm_reach"), 1, seed=5))
+    demo = collect_rollouts(env, "arm_reach", 1, num_steps=40, frame_every=4, progress_bar=False)
+    env.close()
+    return encoder, save_demo(root / "demo.npz", demo.frames[0])
+
+
+def _reach_env_with_progress(encoder: Path, demo: Path, num_envs: int = 6, **params) -> BatonEnv:
+    cfg = make_task_cfg("arm_reach")
+    cfg.num_envs, cfg.episode_length_s = num_envs, 0.4  # 20 control steps: time-outs reset within the test
+    cfg.rewards = {"progress": RewardTermCfg(func=ProgressReward, weight=1.0,
+                                             params={"encoder": str(encoder), "demo": str(demo), **params})}
+    return BatonEnv(cfg)
+
+
+def test_progress_reward_pays_only_confident_forward_progress(untrained_files):
+    env = _reach_env_with_progress(*untrained_files, render_every=2, num_rendered=4, confidence_threshold=0.0)
+    term = env.reward_manager.terms["progress"]
+    generator = torch.Generator().manual_seed(0)
+    obs, _ = env.reset()
+    rendered_ids, paid = [], torch.zeros(env.num_envs)
+    for step in range(30):
+        best_before = term.best.clone()
+        _, reward, terminated, truncated, _ = env.step(torch.randn(env.num_envs, env.num_actions, generator=generator))
+        # One term of weight 1: the manager's reward is the term's value times dt.
+        done = terminated | truncated
+        if step % 2:
+            assert torch.all(reward == 0.0), "a step without rendering pays nothing"
+        else:
+            ids = [(4 * (step // 2) + k) % env.num_envs for k in range(4)]
+            rendered_ids.append(ids)
+            others = torch.ones(env.num_envs, dtype=torch.bool)
+            others[ids] = False
+            assert torch.all(reward[others] == 0.0), "envs not rendered this step are not paid"
+            assert torch.all(reward >= 0.0)
+            live = ~done
+            gain = (term.progress - best_before).clamp(min=0.0)
+            torch.testing.assert_close(reward[ids][live[ids]], gain[ids][live[ids]])
+            paid += reward
+        if done.any():
+            assert torch.all(term.best[done] == 0.0) and torch.all(term.progress[done] == 0.0), "reset clears the envs"
+            paid[done] = 0.0
+        assert torch.all(term.best >= 0.0) and torch.all(term.best <= 1.0)
+        # Paid progress adds up to the best progress so far: only forward progress is paid, once.
+        torch.testing.assert_close(paid, term.best)
+    assert sorted({i for ids in rendered_ids for i in ids}) == list(range(env.num_envs)), "round robin reaches every env"
+    assert 0.0 <= term.last_confidence_rate <= 1.0
+    env.close()
+
+
+def test_progress_reward_ignores_unconfident_matches(untrained_files):
+    env = _reach_env_with_progress(*untrained_files, render_every=1, num_rendered=6, confidence_threshold=1.01)
+    term = env.reward_manager.terms["progress"]
+    env.reset()
+    for _ in range(5):
+        _, reward, _, _, _ = env.step(torch.zeros(env.num_envs, env.num_actions))
+        assert torch.all(reward == 0.0)
+    assert torch.all(term.best == 0.0) and term.last_confidence_rate == 0.0
+    assert torch.any(term.progress > 0.0), "estimates are kept even when they do not pay"
+    env.close()
+
+
+# Unusable files.
+
+
+def test_encoder_files_that_cannot_be_used_are_refused(tmp_path, untrained_files):
+    encoder, demo = untrained_files
+    with pytest.raises(ProgressEncoderError, match="does not exist"):
+        load_encoder(tmp_path / "missing.pt")
+    (tmp_path / "corrupt.pt").write_bytes(encoder.read_bytes()[:300])
+    with pytest.raises(ProgressEncoderError, match="not a readable progress encoder"):
+        load_encoder(tmp_path / "corrupt.pt")
+    torch.save({"actor_state_dict": {}}, tmp_path / "checkpoint.pt")
+    with pytest.raises(ProgressEncoderError, match="not a progress encoder file"):
+        load_encoder(tmp_path / "checkpoint.pt")
+    payload = torch.load(encoder, weights_only=True)
+    torch.save({**payload, "version": VERSION + 1}, tmp_path / "newer.pt")
+    with pytest.raises(ProgressEncoderError, match=f"version {VERSION + 1}"):
+        load_encoder(tmp_path / "newer.pt")
+    # Through the task config: the env refuses to build.
+    with pytest.raises(ProgressEncoderError, match="does not exist"):
+        _reach_env_with_progress(tmp_path / "missing.pt", demo)
+
+
+def test_demos_that_cannot_be_used_are_refused(tmp_path, untrained_files):
+    encoder, demo = untrained_files
+    with pytest.raises(DemoError, match="does not exist"):
+        load_demo(tmp_path / "missing.mp4")
+    np.savez(tmp_path / "no_frames.npz", images=np.zeros((3, 8, 8, 3), np.uint8))
+    with pytest.raises(DemoError, match="no 'frames' array"):
+        load_demo(tmp_path / "no_frames.npz")
+    (tmp_path / "broken.npz").write_bytes(b"not a zip file")
+    with pytest.raises(DemoError, match="not a readable .npz"):
+        load_demo(tmp_path / "broken.npz")
+    (tmp_path / "broken.mp4").write_bytes(b"\x00" * 64)
+    with pytest.raises(DemoError, match="OpenCV read no frames"):
+        load_demo(tmp_path / "broken.mp4")
+    with pytest.raises(DemoError, match="does not exist"):
+        _reach_env_with_progress(encoder, tmp_path / "missing.npz")
+
+
+def test_demo_from_mp4_reads_like_its_npz(tmp_path, untrained_files):
+    """An MP4 of the demo (lossy, twice the size) is read back as nearly the same frames."""
+    _, demo_path = untrained_files
+    frames = load_demo(demo_path)
+    big = np.stack([np.kron(f, np.ones((2, 2, 1), np.uint8)) for f in frames])  # 128 × 128
+    write_mp4(str(tmp_path / "demo.mp4"), big, fps=12.5)
+    from_video = load_demo(tmp_path / "demo.mp4", size=64)
+    assert from_video.shape == frames.shape
+    assert np.abs(from_video.astype(float) - frames).mean() < 8.0
+
+
+def test_demo_frames_match_themselves(untrained_files):
+    """Each demo frame is its own best match: progress is its index over the demo length, with full margin."""
+    encoder_path, demo_path = untrained_files
+    frames = load_demo(demo_path)
+    encoder = load_encoder(encoder_path)
+    assert encoder.cfg == EncoderCfg()
+    progress, confidence = ProgressMatcher(encoder, frames, window=1).match(frames)
+    torch.testing.assert_close(progress, torch.linspace(0, 1, len(frames)))
+    torch.testing.assert_close(confidence, torch.ones(len(frames)), atol=1e-3, rtol=0)
+
+
+# The command.
+
+
+def test_fit_progress_writes_a_loadable_versioned_file(tmp_path, capsys):
+    out = tmp_path / "encoder.pt"
+    assert main(["reward", "fit-progress", "tasks=[arm_reach,arm_lift]", "episodes=2", "num_envs=2", "frame_every=20",
+                 "steps=3", f"out={out}"]) == 0
+    assert "wrote" in capsys.readouterr().out
+    payload = torch.load(out, weights_only=True)
+    assert payload["format"] == FORMAT and payload["version"] == VERSION
+    assert payload["tasks"] == ["arm_reach", "arm_lift"] and payload["num_frames"] == 2 * 2 * 10
+    encoder = load_encoder(out)
+    assert encoder.training_tasks == ("arm_reach", "arm_lift")
+    assert encoder.embed(np.zeros((3, 64, 64, 3), np.uint8)).shape == (3, 32)
+    assert not list(tmp_path.glob(".*tmp*")), "the atomic write leaves no temporary file"
+
+
+def test_fit_progress_help_and_user_errors(capsys):
+    from batonlab.cli import reward_progress
+
+    assert reward_progress.run(["--help"]) == 0
+    assert "episodes=16" in capsys.readouterr().out
+    with pytest.raises(CliError, match="unknown"):
+        reward_progress.run(["tasks=[arm_reach,no_such_task]"])
+    with pytest.raises(CliError, match="unknown option"):
+        reward_progress.run(["epochz=3"])
+    with pytest.raises(CliError, match="pass policy=RUN_DIR"):
+        reward_progress.run(["demo_out=demo.npz"])
