@@ -23,7 +23,7 @@ from batonlab.env.cfg import (
     TermCfg,
 )
 from batonlab.env.commands import UniformPositionCommand
-from batonlab.rewards import regularizers, sparse, tracking
+from batonlab.rewards import learned, regularizers, sparse, tracking
 from batonlab.rl.cfg import AlgorithmCfg, PolicyCfg, RunnerCfg
 from batonlab.robots.arm6 import ARM_JOINTS, home_pose
 from batonlab.tasks import register
@@ -105,14 +105,21 @@ def make_arm_reach_agent_cfg() -> RunnerCfg:
 def make_arm_reach_sparse_cfg(play: bool = False) -> TaskCfg:
     """`arm_reach` with only the sparse success signal (and small regularisers): the test bed of learned rewards.
 
-    The reward is 1 per second while the tool-centre point is within 3 cm of the target; everything
-    else must come from a learned reward (`batonlab train ... learned_reward.potential=...`).
+    The reward is 5 per second while the tool-centre point is within 3 cm of the target; everything
+    else must come from a learned reward. The learned terms are carried switched off (empty paths) and
+    switched on by path:
+        env.rewards.potential.params.potential=PATH       (batonlab reward fit-potential)
+        env.rewards.count_bonus.params.function=PATH      (batonlab reward write-progress)
+        env.rewards.progress.params.demo=PATH env.rewards.progress.params.encoder=PATH   (batonlab reward fit-progress)
     """
     cfg = make_arm_reach_cfg(play=play)
     cfg.rewards = {
         "success": RewardTermCfg(func=sparse.success_indicator, weight=5.0),
         "action_rate": cfg.rewards["action_rate"],
         "joint_vel": cfg.rewards["joint_vel"],
+        "potential": RewardTermCfg(func=learned.PotentialShaping, params={"potential": "", "gamma": 0.99}, weight=1.0),
+        "count_bonus": RewardTermCfg(func=learned.ProgressCountBonus, params={"function": "", "beta": 5.0, "bins": 20},
+                                     weight=1.0),
     }
     return cfg
 

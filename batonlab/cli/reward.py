@@ -14,6 +14,7 @@ from batonlab.cli.common import CliError
 SUBCOMMANDS = {
     "fit-progress": ("batonlab.cli.reward_progress", "train the time-contrastive frame encoder of progress rewards"),
     "fit-potential": ("batonlab.cli.reward_potential", "fit a potential Φ from preference labels (VLM or scripted)"),
+    "write-progress": ("batonlab.cli.reward_write_progress", "an LLM writes a progress function (for count bonuses)"),
     "search": ("batonlab.cli.reward_search", "LLM-written reward functions, trained and refined in rounds on Ray"),
 }
 

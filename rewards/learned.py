@@ -1,0 +1,165 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Reward terms built from learned or generated functions: potential shaping
+from a fitted Φ, count bonuses over an LLM-written progress function, and an LLM-written reward.
+
+The progress reward against a reference demonstration is `batonlab.rewards.progress.ProgressReward`.
+Every term here reads the post-step state through the observation group's term functions
+(`batonlab.learned.features`), not `env.obs` (which the reward manager sees one step old).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+
+from batonlab.learned.features import read_features, read_fields
+from batonlab.learned.preference import check_fields, load_potential
+from batonlab.learned.sandbox import SandboxedFunction, SandboxError
+
+
+class PotentialShaping:
+    """Potential-based shaping γΦ(s′) − Φ(s) from a potential file (`batonlab reward fit-potential`).
+
+    Φ is frozen. Φ(s′) = 0 where the episode terminated (not where it was only truncated by the time
+    limit: that state is not terminal for the task). After a reset Φ(s) is the new episode's first
+    state. The term returns the shaping divided by the step's dt, so that weight w adds exactly
+    w · (γΦ(s′) − Φ(s)) per step.
+
+    Args:
+        potential: Path of the potential file; "" turns the term off (it returns zeros), so a task can
+            carry the term and a user switch it on with `env.rewards.<name>.params.potential=PATH`.
+        gamma: The agent's discount (shaping preserves the optimal policy only with the same γ).
+    """
+
+    def __init__(self, env, potential: str = "", gamma: float = 0.99):
+        self.env, self.off = env, not potential
+        if self.off:
+            return
+        self.model, self.header = load_potential(potential)
+        self.model.to(env.device)
+        self.where, self.group, self.gamma = f"PotentialShaping('{potential}')", self.header["group"], gamma
+        self.prev: torch.Tensor | None = None
+        """Φ(s) of each env's current state; set at the first use (the env builds its observation
+        terms, which Φ reads, after its reward terms)."""
+
+    def __call__(self, env) -> torch.Tensor:
+        if self.off:
+            return torch.zeros(env.num_envs, device=env.device)
+        if self.prev is None:
+            self.prev = self._phi()
+        phi = self._phi().masked_fill(env.termination_manager.terminated, 0.0)
+        shaping = self.gamma * phi - self.prev
+        self.prev = phi
+        return shaping / env.step_dt
+
+    def reset(self, env_ids: torch.Tensor) -> None:
+        if self.off:
+            return
+        # Called after the reset envs got their new state: their next step starts from it.
+        if self.prev is None:
+            self.prev = self._phi()
+        self.prev[env_ids] = self._phi()[env_ids]
+
+    @torch.no_grad()
+    def _phi(self) -> torch.Tensor:
+        if self.prev is None:
+            check_fields(self.header, self.env, self.where)
+        return self.model(read_features(self.env, self.group))
+
+
+class ProgressCountBonus:
+    """β / √n(bin): an exploration bonus over the bins of an LLM-written progress function.
+
+    The function (a `progress(obs)` in a Python file, see `batonlab.learned.llm_progress`) runs in the
+    sandbox on the observation group's fields and is clipped to [0, 1]; its range is cut into `bins`
+    equal bins whose visit counts n are shared by all envs. Rarely reached progress pays the most.
+    If the function fails during training (time limit, error, non-finite output), the bonus turns
+    off for the rest of the run with one message on stderr: the sparse reward still trains.
+
+    Args:
+        function: Path of the Python file with the progress function (`batonlab reward write-progress`);
+            "" turns the term off.
+        group: Observation group whose fields the function reads.
+        bins: Number of progress bins.
+        beta: Bonus scale.
+    """
+
+    def __init__(self, env, function: str = "", group: str = "policy", bins: int = 20, beta: float = 0.5,
+                 entry: str = "progress", time_limit_s: float = 2.0):
+        self.failed: str | None = "off" if not function else None
+        self.last_progress = torch.zeros(env.num_envs, device=env.device)
+        self.function = None
+        if not function:
+            return
+        path = Path(function)
+        if not path.is_file():
+            raise FileNotFoundError(f"ProgressCountBonus: progress function file '{function}' does not exist")
+        self.group, self.bins, self.beta = group, bins, beta
+        self.function = SandboxedFunction(path.read_text(), entry, returns="tensor", time_limit_s=time_limit_s)
+        self.counts = torch.zeros(bins, device=env.device)
+
+    def __call__(self, env) -> torch.Tensor:
+        if self.failed is not None:
+            return torch.zeros(env.num_envs, device=env.device)
+        try:
+            progress = self.function(read_fields(env, self.group)).to(env.device)
+        except SandboxError as err:
+            self.failed = str(err)
+            print(f"[batonlab] ProgressCountBonus turned off: {err}", file=sys.stderr)
+            return torch.zeros(env.num_envs, device=env.device)
+        self.last_progress = progress.clamp(0.0, 1.0)
+        bin_ids = (self.last_progress * self.bins).long().clamp_(max=self.bins - 1)
+        self.counts += torch.bincount(bin_ids, minlength=self.bins)
+        return self.beta / self.counts[bin_ids].sqrt()
+
+    def close(self) -> None:
+        if self.function is not None:
+            self.function.close()
+
+
+class GeneratedReward:
+    """An LLM-written `reward(obs) -> {component: (num_envs,)}`, run in the sandbox; the reward is the sum.
+
+    Keeps running means of each component (for the search's reward reflection). A failure during
+    training raises: a reward search records the trial as failed with the message.
+
+    Args:
+        function: Path of the Python file with the reward function.
+        group: Observation group whose fields the function reads.
+    """
+
+    def __init__(self, env, function: str, group: str = "policy", entry: str = "reward", time_limit_s: float = 2.0):
+        path = Path(function)
+        if not path.is_file():
+            raise FileNotFoundError(f"GeneratedReward: reward function file '{function}' does not exist")
+        self.group = group
+        self.function = SandboxedFunction(path.read_text(), entry, returns="components", time_limit_s=time_limit_s)
+        self.component_sums: dict[str, float] = {}
+        self.component_sq_sums: dict[str, float] = {}
+        self.samples = 0
+
+    def __call__(self, env) -> torch.Tensor:
+        components = self.function(read_fields(env, self.group))
+        total = torch.zeros(env.num_envs, device=env.device)
+        for name, value in components.items():
+            value = value.to(env.device)
+            total += value
+            self.component_sums[name] = self.component_sums.get(name, 0.0) + float(value.sum())
+            self.component_sq_sums[name] = self.component_sq_sums.get(name, 0.0) + float(value.square().sum())
+        self.samples += env.num_envs
+        return total
+
+    def component_stats(self) -> dict[str, dict[str, float]]:
+        """{component: {"mean", "std"}} per env step since the last call; the window then restarts."""
+        stats = {}
+        for name, total in self.component_sums.items():
+            mean = total / max(self.samples, 1)
+            var = self.component_sq_sums[name] / max(self.samples, 1) - mean**2
+            stats[name] = {"mean": mean, "std": max(var, 0.0) ** 0.5}
+        self.component_sums, self.component_sq_sums, self.samples = {}, {}, 0
+        return stats
+
+    def close(self) -> None:
+        self.function.close()
