@@ -35,9 +35,16 @@ from batonlab.rewards.progress import ProgressReward
 from batonlab.sim.render import write_mp4
 from batonlab.tasks import make_task_cfg
 
-ROLLOUT = {"arm_reach": {"num_steps": 100, "frame_every": 2}, "arm_lift": {"num_steps": 199, "frame_every": 4}}
-"""Control steps and frame spacing per task: arm_reach's first 2 s (its target is redrawn at 2 s in
-training; held here anyway), arm_lift's whole 4 s episode (reach, grasp, lift)."""
+POLICY_ROLLOUT = {"arm_reach": {"num_steps": 12, "frame_every": 1}, "arm_lift": {"num_steps": 24, "frame_every": 1}}
+"""Policy episodes are rendered every control step over the part where the task happens: arm_reach's
+policy is at its target within about 10 steps (0.2 s), arm_lift's teacher (λ = 1) has the cube up
+within about 15. Longer episodes would add frames of a finished task, which look alike."""
+
+RANDOM_ROLLOUT = {"num_steps": 199, "frame_every": 4}
+"""Random-action episodes: the whole 4 s episode, a frame every 4 steps."""
+
+ENCODER = EncoderCfg(channels=(8, 16, 32, 32))
+TRAIN = TrainCfg(steps=800, max_shift=2)
 
 
 @dataclass
@@ -52,28 +59,32 @@ class ProgressSetup:
 
 
 def _rollouts(task: str, policy, episodes: int, seed: int) -> Rollouts:
-    env = BatonEnv(rollout_cfg(make_task_cfg(task), episodes, seed))  # arm_lift's teacher acts at λ = 1
+    env = BatonEnv(rollout_cfg(make_task_cfg(task), min(episodes, 16), seed))  # arm_lift's teacher acts at λ = 1
     try:
-        return collect_rollouts(env, task, episodes, policy=policy, progress_bar=False, **ROLLOUT[task])
+        spec = POLICY_ROLLOUT[task] if policy is not None else RANDOM_ROLLOUT
+        return collect_rollouts(env, task, episodes, policy=policy, progress_bar=False, **spec)
     finally:
         env.close()
 
 
 @pytest.fixture(scope="module")
 def progress_setup(arm_reach_policy, arm_lift_teacher, tmp_path_factory) -> ProgressSetup:
-    """The encoder trained once for the module: 8 random and 8 policy episodes of each task (1600
-    frames, rendered at 64 × 64), 300 time-contrastive steps; a demo and 6 held-out episodes per task."""
+    """The encoder trained once for the module on both tasks: 8 random-action episodes of each (50
+    frames each) and 48 policy episodes of each (one time-aligned group per task), all at 64 × 64;
+    a demo and 6 held-out policy episodes per task."""
     policies = {"arm_reach": arm_reach_policy.policy, "arm_lift": arm_lift_teacher.policy}
     root = tmp_path_factory.mktemp("progress")
-    training, demos, heldout = [], {}, {}
-    for task, policy in policies.items():
-        training += list(_rollouts(task, None, 8, seed=1).frames) + list(_rollouts(task, policy, 8, seed=2).frames)
-        demo = _rollouts(task, policy, 1, seed=3)
-        demos[task] = save_demo(root / f"{task}_demo.npz", demo.frames[0])
+    training, groups, demos, heldout = [], [], {}, {}
+    for group, (task, policy) in enumerate(policies.items()):
+        random_episodes = list(_rollouts(task, None, 8, seed=1).frames)
+        policy_episodes = list(_rollouts(task, policy, 48, seed=2).frames)
+        training += random_episodes + policy_episodes
+        groups += [None] * len(random_episodes) + [group] * len(policy_episodes)
+        demos[task] = save_demo(root / f"{task}_demo.npz", _rollouts(task, policy, 1, seed=3).frames[0])
         heldout[task] = _rollouts(task, policy, 6, seed=4)
-    encoder = train_encoder(training, EncoderCfg(), TrainCfg(steps=300), progress_bar=False)
+    encoder = train_encoder(training, ENCODER, TRAIN, aligned_groups=groups, progress_bar=False)
     num_frames = sum(len(e) for e in training)
-    path = save_encoder(root / "encoder.pt", encoder, list(policies), num_frames)
+    path = save_encoder(root / "encoder.pt", encoder, list(policies), num_frames, TRAIN)
     return ProgressSetup(encoder, path, demos, heldout, num_frames)
 
 
@@ -225,6 +236,23 @@ def test_demo_frames_match_themselves(untrained_files):
     progress, confidence = ProgressMatcher(encoder, frames, window=1).match(frames)
     torch.testing.assert_close(progress, torch.linspace(0, 1, len(frames)))
     torch.testing.assert_close(confidence, torch.ones(len(frames)), atol=1e-3, rtol=0)
+
+
+def test_demo_from_a_bag_is_its_state_playback(tmp_path):
+    """A rosbag2 bag of a recorded episode is played back in its task and rendered at the encoder's size."""
+    from batonlab.logs.sim_recorder import EpisodeRecorder
+    from batonlab.rl.evaluate import evaluate
+
+    cfg = make_task_cfg("arm_reach", play=True)
+    cfg.num_envs, cfg.seed = 1, 3
+    env = BatonEnv(cfg)
+    recorder = EpisodeRecorder(env, tmp_path, 1, "arm_reach", {"seed": 3}, prefix="reach")
+    evaluate(env, lambda obs: 0.5 * torch.ones(1, env.num_actions), progress=False, step_callback=recorder)
+    bag = recorder.close()[0]
+    env.close()
+    frames = load_demo(bag, size=64, bag_fps=5.0)
+    assert frames.shape == (20, 64, 64, 3) and frames.dtype == np.uint8  # 3.98 s at 5 frames per second
+    assert np.abs(frames[-1].astype(float) - frames[0]).mean() > 1.0, "the arm moved during the episode"
 
 
 # The command.

@@ -5,9 +5,12 @@
     batonlab reward fit-progress tasks=[arm_reach,arm_lift] policy=logs/arm_reach/2026-01-01_12-00-00 demo_out=demo.npz
 
 Each task contributes `episodes` rendered episodes of random actions (a low-pass filtered walk);
-`policy=RUN_DIR` adds as many episodes of that run's policy on its own task (λ = `privilege_level`,
-default 0 as in `play`) and `demo_out=` writes its first one as a demonstration for
-`batonlab.rewards.progress.ProgressReward`. No task labels reach the encoder: it learns from time alone.
+`policy=RUN_DIR` adds `policy_episodes` episodes of that run's policy on its own task (λ =
+`privilege_level`, default 0 as in `play`), rendered densely and trained as one time-aligned group
+(its k-th frames show the same moment of the task: this is what aligns the embedding across
+episodes), and `demo_out=` writes its first one as a demonstration for
+`batonlab.rewards.progress.ProgressReward` (cut it where the task is done: a demo runs from start to
+success). No task labels reach the encoder: it learns from time alone.
 """
 
 from __future__ import annotations
@@ -24,15 +27,18 @@ from batonlab.cli.learned_common import option, options_help, parse_kv
 class ProgressOptions:
     tasks: list[str] = field(default_factory=lambda: ["arm_reach", "arm_lift"],
                              metadata={"help": "tasks whose rollouts train the encoder, e.g. [arm_reach,arm_lift]"})
-    episodes: int = option(16, "episodes of random actions per task (and of the policy, with policy=)")
-    policy: str | None = option(None, "RUN_DIR of a trained policy of one of the tasks: adds its episodes")
+    episodes: int = option(16, "episodes of random actions per task")
+    frame_every: int = option(4, "control steps between two rendered frames of random episodes")
+    policy: str | None = option(None, "RUN_DIR of a trained policy of one of the tasks: adds its episodes, time-aligned")
+    policy_episodes: int = option(48, "episodes of the policy")
+    policy_steps: int | None = option(None, "control steps of each policy episode (default: the whole episode)")
+    policy_frame_every: int = option(1, "control steps between two rendered frames of policy episodes")
     privilege_level: float = option(0.0, "λ while the policy acts (a teacher trained at λ = 1 needs 1)")
     demo_out: str | None = option(None, "write the policy's first episode as a demo .npz here (needs policy=)")
     out: str = option("logs/progress_encoder/encoder.pt", "encoder file")
     size: int = option(64, "frame size [pixels]")
-    frame_every: int = option(2, "control steps between two rendered frames")
     num_envs: int = option(16, "envs rendered side by side")
-    steps: int = option(600, "gradient steps of the time-contrastive training")
+    steps: int = option(300, "gradient steps of the time-contrastive training")
     embedding_dim: int = option(32, "embedding size")
     seed: int = option(0, "seed of rollouts and training")
 
@@ -56,7 +62,7 @@ def fit(options: ProgressOptions) -> tuple[Path, int]:
     from batonlab.learned.progress_matcher import save_demo
 
     seed_everything(options.seed)
-    episodes = []
+    episodes, groups = [], []
     for task in options.tasks:
         env = _random_env(task, options)
         try:
@@ -64,19 +70,22 @@ def fit(options: ProgressOptions) -> tuple[Path, int]:
                                               size=options.size).frames)
         finally:
             env.close()
+    groups += [None] * len(episodes)
     if options.policy:
         env, policy, task = _policy_env(options)
         try:
-            rollouts = collect_rollouts(env, task, options.episodes, frame_every=options.frame_every, policy=policy,
-                                        size=options.size)
+            rollouts = collect_rollouts(env, task, options.policy_episodes, num_steps=options.policy_steps,
+                                        frame_every=options.policy_frame_every, policy=policy, size=options.size)
         finally:
             env.close()
         episodes += list(rollouts.frames)
+        groups += [0] * rollouts.num_episodes  # one policy from resets: its episodes are time-aligned
         if options.demo_out:
-            print(f"[batonlab] demo: wrote {save_demo(options.demo_out, rollouts.frames[0], fps=1.0 / (env.step_dt * options.frame_every))}",
+            print(f"[batonlab] demo: wrote {save_demo(options.demo_out, rollouts.frames[0], fps=1.0 / (env.step_dt * options.policy_frame_every))}",
                   file=sys.stderr)
     train_cfg = TrainCfg(steps=options.steps, seed=options.seed)
-    encoder = train_encoder(episodes, EncoderCfg(image_size=options.size, embedding_dim=options.embedding_dim), train_cfg)
+    encoder = train_encoder(episodes, EncoderCfg(image_size=options.size, embedding_dim=options.embedding_dim), train_cfg,
+                            aligned_groups=groups)
     num_frames = sum(len(e) for e in episodes)
     return save_encoder(options.out, encoder, options.tasks, num_frames, train_cfg), num_frames
 
@@ -91,7 +100,7 @@ def _check(options: ProgressOptions) -> None:
     unknown = [t for t in options.tasks if t not in valid]
     if not options.tasks or unknown:
         raise CliError(f"tasks={options.tasks}: " + (f"unknown {unknown}; " if unknown else "none given; ") + f"valid: {valid}")
-    for key in ("episodes", "frame_every", "num_envs", "steps", "embedding_dim"):
+    for key in ("episodes", "frame_every", "policy_episodes", "policy_frame_every", "num_envs", "steps", "embedding_dim"):
         if getattr(options, key) < 1:
             raise CliError(f"{key}={getattr(options, key)}: expected an integer >= 1")
     if options.size < 16 or options.size % 16:

@@ -1,13 +1,13 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """A small convolutional frame encoder trained with a time-contrastive loss, and its versioned file.
 
-Training sees only rendered episodes, no task labels and no progress: two frames close in time in
-one episode should embed close together, frames far apart in the same episode far apart (TCN,
-Sermanet et al. 2018, with an InfoNCE loss). Negatives come from the anchor's own episode only:
-frames of other episodes differ by where the target or the object is, and pushing them apart would
-teach the encoder which episode a frame is from instead of how far the episode has got. What is
-left to tell apart within an episode is the motion itself (arm pose, gripper, object height), which
-is what a demonstration of another episode shares.
+Training sees only rendered episodes, no task labels and no progress: two frames close in time
+should embed close together, frames far apart in time far apart (TCN, Sermanet et al. 2018, with
+an InfoNCE loss). "Close in time" is asked within an episode and, for episodes of an aligned group
+(rollouts of one policy on one task from a reset), across the group's episodes at the same frame
+index, the way multi-view TCN pairs synchronised views. Frames of unrelated episodes are neither
+positives nor negatives: they differ by where the target or the object is, and pushing them apart
+would teach the encoder which episode a frame is from instead of how far the episode has got.
 """
 
 from __future__ import annotations
@@ -52,11 +52,11 @@ class EncoderCfg:
 class TrainCfg:
     """Time-contrastive training settings."""
 
-    steps: int = 600
+    steps: int = 300
     """Gradient steps."""
-    episodes_per_batch: int = 8
+    episodes_per_batch: int = 6
     """Episodes drawn per step."""
-    anchors_per_episode: int = 8
+    anchors_per_episode: int = 6
     """Anchor frames per episode; each brings one positive, and all other frames of the episode in the
     batch are its negatives or ignored."""
     positive_window: int = 1
@@ -133,21 +133,23 @@ def shift(x: torch.Tensor, max_shift: int, generator: torch.Generator) -> torch.
 # Training.
 
 
-def time_contrastive_loss(embeddings: torch.Tensor, times: torch.Tensor, episodes: torch.Tensor, cfg: TrainCfg,
-                          anchors: torch.Tensor) -> torch.Tensor:
-    """Multi-positive InfoNCE within episodes.
+def time_contrastive_loss(embeddings: torch.Tensor, times: torch.Tensor, episodes: torch.Tensor, groups: torch.Tensor,
+                          cfg: TrainCfg, anchors: torch.Tensor) -> torch.Tensor:
+    """Multi-positive InfoNCE over time, within episodes and across the episodes of an aligned group.
 
     Args:
         embeddings: (N, D) unit embeddings of the batch's frames.
         times: (N,) frame index of each in its episode.
         episodes: (N,) episode of each.
+        groups: (N,) aligned group of each (an episode outside any group is a group of its own).
         anchors: (A,) indices into the batch of the anchor frames.
     """
     similarity = embeddings[anchors] @ embeddings.T / cfg.temperature
-    same_episode = episodes[anchors, None] == episodes[None, :]
+    related = groups[anchors, None] == groups[None, :]
+    itself = (episodes[anchors, None] == episodes[None, :]) & (times[anchors, None] == times[None, :])
     gap = (times[anchors, None] - times[None, :]).abs()
-    positive = same_episode & (gap <= cfg.positive_window) & (gap > 0)
-    negative = same_episode & (gap >= cfg.negative_gap)
+    positive = related & (gap <= cfg.positive_window) & ~itself
+    negative = related & (gap >= cfg.negative_gap)
     candidates = positive | negative
     log_all = torch.logsumexp(similarity.masked_fill(~candidates, -torch.inf), dim=1)
     log_positive = torch.logsumexp(similarity.masked_fill(~positive, -torch.inf), dim=1)
@@ -156,27 +158,48 @@ def time_contrastive_loss(embeddings: torch.Tensor, times: torch.Tensor, episode
 
 
 def train_encoder(episodes: Sequence[np.ndarray], encoder_cfg: EncoderCfg | None = None, cfg: TrainCfg | None = None,
-                  progress_bar: bool = True) -> ProgressEncoder:
+                  aligned_groups: Sequence[int | None] | None = None, progress_bar: bool = True) -> ProgressEncoder:
     """Train an encoder on episodes of frames, each (num_frames, H, W, 3) uint8 (resized to the encoder's size).
 
-    Each step draws `episodes_per_batch` episodes and in each `anchors_per_episode` anchors with a
-    positive next to it (within `positive_window` frames); every other drawn frame of the same
-    episode at least `negative_gap` frames away is a negative.
+    Each step draws `episodes_per_batch` episodes (half of them from one aligned group, when there
+    are any) and in each `anchors_per_episode` anchors with a positive next to it (within
+    `positive_window` frames). Related frames are those of the same episode and, for an episode of
+    an aligned group, of the group's other episodes; a related frame within `positive_window` frames
+    of the anchor's time is a positive, one at least `negative_gap` away a negative.
+
+    Args:
+        aligned_groups: Per episode, None or a group id. Episodes of one group are rollouts of the same
+            policy on the same task from a reset, rendered at the same spacing: their k-th frames
+            show the same moment of the task, like the synchronised views of multi-view TCN. That
+            is what aligns the embedding across episodes (a frame of a new episode lands near the
+            demo frame of the same phase, whatever the target's place); frames of one episode alone
+            teach only to tell times apart within it. Random-action episodes belong to no group.
     """
     encoder_cfg, cfg = encoder_cfg or EncoderCfg(), cfg or TrainCfg()
-    usable = [e for e in episodes if len(e) > cfg.negative_gap]
-    if not usable:
+    aligned_groups = list(aligned_groups) if aligned_groups is not None else [None] * len(episodes)
+    if len(aligned_groups) != len(episodes):
+        raise ValueError(f"{len(aligned_groups)} aligned_groups for {len(episodes)} episodes")
+    keep = [i for i, e in enumerate(episodes) if len(e) > cfg.negative_gap]
+    if not keep:
         raise ValueError(f"no episode has more than negative_gap={cfg.negative_gap} frames")
     generator = torch.Generator().manual_seed(cfg.seed)
     torch.manual_seed(cfg.seed)
-    data = [prepare(resize(torch.as_tensor(e), encoder_cfg.image_size)) for e in usable]
+    data = [prepare(resize(torch.as_tensor(episodes[i]), encoder_cfg.image_size)) for i in keep]
+    # Group ids: aligned groups keep theirs (offset past the episode count), lone episodes get their index.
+    group_of = torch.tensor([len(keep) + int(aligned_groups[i]) if aligned_groups[i] is not None else k
+                             for k, i in enumerate(keep)])
+    members = [torch.nonzero(group_of == g).flatten() for g in group_of.unique() if g >= len(keep)]
     encoder = ProgressEncoder(encoder_cfg)
     optimizer = torch.optim.Adam(encoder.parameters(), lr=cfg.learning_rate)
     bar = tqdm(range(cfg.steps), desc="train encoder", unit="step", disable=not progress_bar)
     for _ in bar:
         images, times, owners = [], [], []
         picks = torch.randint(len(data), (cfg.episodes_per_batch,), generator=generator)
-        for k, e in enumerate(picks.tolist()):
+        if members:
+            group = members[int(torch.randint(len(members), (1,), generator=generator))]
+            half = cfg.episodes_per_batch // 2
+            picks[:half] = group[torch.randint(len(group), (half,), generator=generator)]
+        for e in picks.tolist():
             length = len(data[e])
             anchor_t = torch.randint(length, (cfg.anchors_per_episode,), generator=generator)
             offset = torch.randint(1, cfg.positive_window + 1, (cfg.anchors_per_episode,), generator=generator)
@@ -186,12 +209,12 @@ def train_encoder(episodes: Sequence[np.ndarray], encoder_cfg: EncoderCfg | None
             t = torch.cat([anchor_t, positive_t])
             images.append(data[e][t])
             times.append(t)
-            owners.append(torch.full_like(t, k))
+            owners.append(torch.full_like(t, e))
         x = shift(torch.cat(images), cfg.max_shift, generator)
         times, owners = torch.cat(times), torch.cat(owners)
         anchors = torch.cat([k * 2 * cfg.anchors_per_episode + torch.arange(cfg.anchors_per_episode)
                              for k in range(cfg.episodes_per_batch)])
-        loss = time_contrastive_loss(encoder(x), times, owners, cfg, anchors)
+        loss = time_contrastive_loss(encoder(x), times, owners, group_of[owners], cfg, anchors)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
