@@ -40,6 +40,7 @@ class PotentialShaping:
         self.model, self.header = load_potential(potential)
         self.model.to(env.device)
         self.where, self.group, self.gamma = f"PotentialShaping('{potential}')", self.header["group"], gamma
+        self.fields = [name for name, _ in self.header["fields"]]
         self.prev: torch.Tensor | None = None
         """Φ(s) of each env's current state; set at the first use (the env builds its observation
         terms, which Φ reads, after its reward terms)."""
@@ -66,7 +67,7 @@ class PotentialShaping:
     def _phi(self) -> torch.Tensor:
         if self.prev is None:
             check_fields(self.header, self.env, self.where)
-        return self.model(read_features(self.env, self.group))
+        return self.model(read_features(self.env, self.group, self.fields))
 
 
 class ProgressCountBonus:

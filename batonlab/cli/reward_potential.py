@@ -26,6 +26,7 @@ class PotentialOptions:
     task: str | None = option(None, "registered task (must define TaskCfg.progress for labeller=scripted/stand-in)")
     labeller: str = option("scripted", "scripted, vlm (an OpenAI-compatible VLM server) or stand-in")
     group: str = option("policy", "observation group Φ reads")
+    fields: list[str] | None = option(None, "only these fields of the group, e.g. [ee_pos,ee_target] (default: all)")
     num_envs: int = option(32, "envs of the state-collecting rollouts")
     steps: int = option(200, "control steps of the rollouts")
     every: int = option(4, "keep states every this many steps")
@@ -67,12 +68,18 @@ def fit(options: PotentialOptions):
     env, policy = _rollout_env(options)
     if env.progress_term is None and options.labeller != "vlm":
         raise CliError(f"task {options.task} defines no true progress (TaskCfg.progress): use labeller=vlm")
+    from batonlab.learned.features import field_specs
+
+    try:
+        field_specs(env, options.group, options.fields)
+    except KeyError as err:
+        raise CliError(f"reward fit-potential: {err.args[0]}") from None
     render = options.labeller != "scripted"
     print(f"[batonlab] collecting states: {options.num_envs} envs x {options.steps} steps"
           + (f", {options.rendered} rendered every {options.every} steps" if render else ""), file=sys.stderr)
     samples = collect_states(env, lambda e: e.true_progress() if e.progress_term is not None else torch.zeros(e.num_envs),
                              options.group, options.steps, policy=policy, every=options.every,
-                             rendered_per_sample=options.rendered, render=render)
+                             rendered_per_sample=options.rendered, render=render, fields=options.fields)
     generator = torch.Generator().manual_seed(options.seed)
     pairs = random_pairs(len(samples.features), options.pairs, generator)
     description, _ = task_brief(options.task)
@@ -97,7 +104,7 @@ def fit(options: PotentialOptions):
             "spearman_vs_true_progress": _spearman(phi, truth) if env.progress_term is not None else None,
             "client_stats": stats}
     out = Path(options.out or Path("logs") / "potential" / f"{options.task}.pt")
-    save_potential(out, result.model, env, options.group, info)
+    save_potential(out, result.model, env, options.group, info, options.fields)
     env.close()
     return result, out
 

@@ -25,27 +25,37 @@ class FieldSpec:
     params: dict
 
 
-def field_specs(env, group: str) -> list[FieldSpec]:
-    """The fields of observation group `group`, in order; a clear error for an unknown group."""
+def field_specs(env, group: str, fields: list[str] | tuple[str, ...] | None = None) -> list[FieldSpec]:
+    """The fields of observation group `group` in layout order (only `fields`, if given); clear errors
+    for an unknown group or field."""
     manager = env.observation_manager
     if group not in manager.layout:
         raise KeyError(f"observation group '{group}' does not exist; groups: {sorted(manager.layout)}")
-    return [FieldSpec(t.name, t.size, t.func, dict(t.params)) for t in manager.layout[group]]
+    specs = [FieldSpec(t.name, t.size, t.func, dict(t.params)) for t in manager.layout[group]]
+    if fields:
+        unknown = sorted(set(fields) - {s.name for s in specs})
+        if unknown:
+            raise KeyError(f"observation group '{group}' has no fields {unknown}; fields: {[s.name for s in specs]}")
+        specs = [s for s in specs if s.name in fields]
+    return specs
 
 
-def read_fields(env, group: str) -> dict[str, torch.Tensor]:
-    """{term name: (num_envs, size) float tensor} of the group's terms on the current sim state."""
+def read_fields(env, group: str, fields: list[str] | tuple[str, ...] | None = None) -> dict[str, torch.Tensor]:
+    """{term name: (num_envs, size) float tensor} of the group's terms (only `fields`, if given) on the
+    current sim state."""
     terms = env.observation_manager.terms[group]
     out = {}
     for name, term in terms.items():
+        if fields and name not in fields:
+            continue
         value = term(env)
         out[name] = (value.unsqueeze(-1) if value.ndim == 1 else value).float()
     return out
 
 
-def read_features(env, group: str) -> torch.Tensor:
-    """(num_envs, dim): the group's fields concatenated in layout order."""
-    return torch.cat(list(read_fields(env, group).values()), dim=-1)
+def read_features(env, group: str, fields: list[str] | tuple[str, ...] | None = None) -> torch.Tensor:
+    """(num_envs, dim): the group's fields (only `fields`, if given) concatenated in layout order."""
+    return torch.cat(list(read_fields(env, group, fields).values()), dim=-1)
 
 
 def describe_fields(specs: list[FieldSpec]) -> str:

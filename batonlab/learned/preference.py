@@ -49,8 +49,13 @@ class StateSamples:
 @torch.inference_mode()
 def collect_states(env, progress_fn: Callable, group: str, steps: int, policy: Callable | None = None,
                    every: int = 5, rendered_per_sample: int = 8, size: tuple[int, int] = (64, 64),
-                   render: bool = True) -> StateSamples:
-    """Roll out `policy` (uniform random actions in [-1, 1] if None) and keep states every `every` steps.
+                   render: bool = True, hold: int = 10, fields: list[str] | None = None) -> StateSamples:
+    """Roll out `policy` and keep states every `every` steps.
+
+    Without a policy, each env holds a uniform random action in [-1, 1] for `hold` steps: a new
+    random action every step averages out and leaves the robot near its start (a potential fitted
+    on such states knows nothing of the states a learning policy reaches); held actions carry it
+    across its workspace. `fields` restricts the features to some fields of the group.
 
     At each sample step, `rendered_per_sample` envs (rotating) are rendered and kept; the other
     envs' states are not kept (a labelled pair needs both frames). Without `render`, every env's
@@ -59,12 +64,14 @@ def collect_states(env, progress_fn: Callable, group: str, steps: int, policy: C
     obs, _ = env.reset()
     features, progress, frames = [], [], []
     cursor = 0
+    held = env.uniform((env.num_envs, env.num_actions), -1.0, 1.0)
     for step in range(steps):
-        actions = policy(obs) if policy is not None else env.uniform((env.num_envs, env.num_actions), -1.0, 1.0)
-        obs, *_ = env.step(actions)
+        if policy is None and step % hold == 0:
+            held = env.uniform((env.num_envs, env.num_actions), -1.0, 1.0)
+        obs, *_ = env.step(policy(obs) if policy is not None else held)
         if (step + 1) % every:
             continue
-        now_features, now_progress = read_features(env, group), progress_fn(env).float()
+        now_features, now_progress = read_features(env, group, fields), progress_fn(env).float()
         if render:
             ids = (torch.arange(rendered_per_sample) + cursor) % env.num_envs
             cursor = int(ids[-1]) + 1
@@ -225,13 +232,14 @@ def _one_thread():
         torch.set_num_threads(threads)
 
 
-def save_potential(path: str | Path, model: PotentialModel, env, group: str, info: dict) -> Path:
-    """Versioned file: Φ's weights, the observation group and its fields (checked when loaded), `info`."""
+def save_potential(path: str | Path, model: PotentialModel, env, group: str, info: dict,
+                   fields: list[str] | None = None) -> Path:
+    """Versioned file: Φ's weights, the observation group and the fields it reads (checked when loaded), `info`."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = {
         "format": POTENTIAL_FORMAT, "version": POTENTIAL_VERSION, "group": group,
-        "fields": [(s.name, s.size) for s in field_specs(env, group)], "hidden": list(model.hidden),
+        "fields": [(s.name, s.size) for s in field_specs(env, group, fields)], "hidden": list(model.hidden),
         "dim": int(model.mean.numel()), "state_dict": model.state_dict(), "info": info,
     }
     tmp = path.with_name(path.name + ".tmp")
@@ -261,8 +269,11 @@ def load_potential(path: str | Path) -> tuple[PotentialModel, dict]:
 
 def check_fields(header: dict, env, where: str) -> None:
     """The env's observation group must have the fields Φ was fitted on."""
-    have = [(s.name, s.size) for s in field_specs(env, header["group"])]
     want = [tuple(f) for f in header["fields"]]
+    try:
+        have = [(s.name, s.size) for s in field_specs(env, header["group"], [name for name, _ in want])]
+    except KeyError:
+        have = [(s.name, s.size) for s in field_specs(env, header["group"])]
     if have != want:
         raise ValueError(f"{where}: the potential was fitted on group '{header['group']}' fields {want}, "
                          f"but this task's group has {have}")
