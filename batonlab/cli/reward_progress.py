@@ -38,7 +38,7 @@ class ProgressOptions:
     out: str = option("logs/progress_encoder/encoder.pt", "encoder file")
     size: int = option(64, "frame size [pixels]")
     num_envs: int = option(16, "envs rendered side by side")
-    steps: int = option(300, "gradient steps of the time-contrastive training")
+    steps: int = option(1500, "gradient steps of the time-contrastive training")
     embedding_dim: int = option(32, "embedding size")
     seed: int = option(0, "seed of rollouts and training")
 
