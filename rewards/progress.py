@@ -39,8 +39,15 @@ class ProgressReward:
         confidence_threshold: Minimum match margin (`progress_matcher`) for an estimate to pay.
     """
 
-    def __init__(self, env, encoder: str, demo: str, render_every: int = 4, num_rendered: int = 16,
+    def __init__(self, env, encoder: str = "", demo: str = "", render_every: int = 4, num_rendered: int = 16,
                  size: int | None = None, confidence_threshold: float = 0.1):
+        self.off = not encoder and not demo
+        """Both paths empty: the term is carried switched off and returns zeros (a task switches it on
+        with `env.rewards.<name>.params.encoder=... demo=...`)."""
+        if self.off:
+            return
+        if not encoder or not demo:
+            raise ValueError(f"ProgressReward needs both an encoder and a demo (got encoder={encoder!r}, demo={demo!r})")
         if render_every < 1 or num_rendered < 1:
             raise ValueError(f"ProgressReward: render_every={render_every} and num_rendered={num_rendered} must be >= 1")
         model = load_encoder(encoder, device=env.device)
@@ -63,6 +70,8 @@ class ProgressReward:
 
     def __call__(self, env) -> torch.Tensor:
         reward = torch.zeros(env.num_envs, device=env.device)
+        if self.off:
+            return reward
         step, self._steps = self._steps, self._steps + 1
         if step % self.render_every:
             return reward
@@ -79,6 +88,8 @@ class ProgressReward:
         return reward
 
     def reset(self, env_ids: torch.Tensor) -> None:
+        if self.off:
+            return
         self.best[env_ids] = 0.0
         self.progress[env_ids] = 0.0
         self.confidence[env_ids] = 0.0

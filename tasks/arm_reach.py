@@ -23,7 +23,7 @@ from batonlab.env.cfg import (
     TermCfg,
 )
 from batonlab.env.commands import UniformPositionCommand
-from batonlab.rewards import learned, regularizers, sparse, tracking
+from batonlab.rewards import learned, progress, regularizers, sparse, tracking
 from batonlab.rl.cfg import AlgorithmCfg, PolicyCfg, RunnerCfg
 from batonlab.robots.arm6 import ARM_JOINTS, home_pose
 from batonlab.tasks import register
@@ -118,8 +118,9 @@ def make_arm_reach_sparse_cfg(play: bool = False) -> TaskCfg:
         "action_rate": cfg.rewards["action_rate"],
         "joint_vel": cfg.rewards["joint_vel"],
         "potential": RewardTermCfg(func=learned.PotentialShaping, params={"potential": "", "gamma": 0.99}, weight=1.0),
-        "count_bonus": RewardTermCfg(func=learned.ProgressCountBonus, params={"function": "", "beta": 5.0, "bins": 20},
+        "count_bonus": RewardTermCfg(func=learned.ProgressCountBonus, params={"function": "", "beta": 20.0, "bins": 20},
                                      weight=1.0),
+        "progress": RewardTermCfg(func=progress.ProgressReward, params={"encoder": "", "demo": ""}, weight=5.0),
     }
     return cfg
 
