@@ -44,6 +44,17 @@ def _convert(key: str, value: str, hint):
         raise CliError(f"{key}={value}: expected {getattr(base, '__name__', base)}") from None
 
 
+def parse_subcommand(args: list[str], options, command: str, doc: str, needs_task: bool = False):
+    """`options` filled from `args`, or None after printing the help (`--help`); `needs_task`: task= is required."""
+    if any(a in ("-h", "--help") for a in args):
+        print(options_help(options, command, doc.strip().splitlines()[0]))
+        return None
+    parse_kv(args, options, f"reward {command}")
+    if needs_task and not options.task:
+        raise CliError(f"reward {command}: missing task=<name>")
+    return options
+
+
 def options_help(options, command: str, about: str) -> str:
     lines = [f"usage: batonlab reward {command} [key=value ...]", "", about, "", "options:"]
     for f in dataclasses.fields(options):

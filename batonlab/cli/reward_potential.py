@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from batonlab.cli.common import CliError
-from batonlab.cli.learned_common import llm_client, option, options_help, parse_kv, task_brief
+from batonlab.cli.learned_common import llm_client, option, parse_subcommand, task_brief
 
 
 @dataclass
@@ -43,13 +43,9 @@ class PotentialOptions:
 
 
 def run(args: list[str]) -> int:
-    options = PotentialOptions()
-    if any(a in ("-h", "--help") for a in args):
-        print(options_help(options, "fit-potential", __doc__.strip().splitlines()[0]))
+    options = parse_subcommand(args, PotentialOptions(), "fit-potential", __doc__, needs_task=True)
+    if options is None:
         return 0
-    parse_kv(args, options, "reward fit-potential")
-    if not options.task:
-        raise CliError("reward fit-potential: missing task=<name>")
     if options.labeller not in ("scripted", "vlm", "stand-in"):
         raise CliError(f"labeller={options.labeller}: expected scripted, vlm or stand-in")
     result, out = fit(options)

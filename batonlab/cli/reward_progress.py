@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from batonlab.cli.common import CliError, seed_everything
-from batonlab.cli.learned_common import option, options_help, parse_kv
+from batonlab.cli.learned_common import option, parse_subcommand
 
 
 @dataclass
@@ -44,11 +44,9 @@ class ProgressOptions:
 
 
 def run(args: list[str]) -> int:
-    options = ProgressOptions()
-    if any(a in ("-h", "--help") for a in args):
-        print(options_help(options, "fit-progress", __doc__.strip().splitlines()[0]))
+    options = parse_subcommand(args, ProgressOptions(), "fit-progress", __doc__)
+    if options is None:
         return 0
-    parse_kv(args, options, "reward fit-progress")
     _check(options)
     out, num_frames = fit(options)
     print(f"[batonlab] progress encoder: {num_frames} frames of {options.tasks}; wrote {out}")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from batonlab.cli.common import CliError
-from batonlab.cli.learned_common import llm_client, option, options_help, parse_kv, task_brief
+from batonlab.cli.learned_common import llm_client, option, parse_subcommand, task_brief
 
 
 @dataclass
@@ -53,13 +53,9 @@ class TrialSetup:
 
 
 def run(args: list[str]) -> int:
-    options = SearchOptions()
-    if any(a in ("-h", "--help") for a in args):
-        print(options_help(options, "search", __doc__.strip().splitlines()[0]))
+    options = parse_subcommand(args, SearchOptions(), "search", __doc__, needs_task=True)
+    if options is None:
         return 0
-    parse_kv(args, options, "reward search")
-    if not options.task:
-        raise CliError("reward search: missing task=<name>")
     for key in ("iterations", "samples", "train_iterations", "num_envs", "eval_episodes"):
         if getattr(options, key) < 1:
             raise CliError(f"{key}={getattr(options, key)}: expected an integer >= 1")

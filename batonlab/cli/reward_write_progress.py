@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from batonlab.cli.common import CliError
-from batonlab.cli.learned_common import llm_client, option, options_help, parse_kv, task_brief
+from batonlab.cli.learned_common import llm_client, option, parse_subcommand, task_brief
 
 
 @dataclass
@@ -32,13 +32,9 @@ class WriteProgressOptions:
 
 
 def run(args: list[str]) -> int:
-    options = WriteProgressOptions()
-    if any(a in ("-h", "--help") for a in args):
-        print(options_help(options, "write-progress", __doc__.strip().splitlines()[0]))
+    options = parse_subcommand(args, WriteProgressOptions(), "write-progress", __doc__, needs_task=True)
+    if options is None:
         return 0
-    parse_kv(args, options, "reward write-progress")
-    if not options.task:
-        raise CliError("reward write-progress: missing task=<name>")
     from batonlab.cli.reward_search import _fields_and_sample
     from batonlab.learned.llm_progress import PROGRESS_SYSTEM, progress_prompt, write_function
 
