@@ -16,15 +16,15 @@ from dataclasses import dataclass, field
 import torch
 
 from batonlab.learned.features import FieldSpec, describe_fields
-from batonlab.learned.sandbox import SandboxedFunction, SandboxError
+from batonlab.learned.sandbox import SandboxedFunction, SandboxError, namespace_summary
 
-SANDBOX_RULES = """Rules for the code:
+SANDBOX_RULES = f"""Rules for the code:
 - Write exactly one top-level function and nothing else: no imports, no classes, no helper modules.
-- Use only: arithmetic, `T.<fn>` (tanh, exp, log, sqrt, abs, clamp, clip, minimum, maximum, where, norm(x, dim=-1),
-  sum, mean, amax, amin, stack, cat, zeros_like, ones_like, full_like, sigmoid, sin, cos, atan2, square, sign, pi),
-  `math.<fn>`, and tensor methods/indexing. Names starting with an underscore are not allowed.
+- Use only arithmetic, indexing and these names (the sandbox allows nothing else):
+{namespace_summary()}
 - Every tensor is batched: the first dimension is the environment; never loop over environments.
 Answer with a single ```python code block."""
+"""What the LLM is told about the sandbox, built from the sandbox's own allowlists so the two agree."""
 
 PROGRESS_SYSTEM = "You write short, correct PyTorch functions that measure a robot's progress on a task."
 REWARD_SYSTEM = ("You are a reward engineer. You write dense reward functions in PyTorch that make reinforcement "
