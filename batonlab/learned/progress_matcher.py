@@ -165,6 +165,6 @@ def _bag_frames(path: Path, size: int, fps: float) -> np.ndarray:
     except BagError as err:
         raise DemoError(f"demo {path}: {err}") from None
     try:
-        return np.stack(playback_frames(log, env, size=(size, size), fps=fps))
+        return np.stack(playback_frames(log, env, size=(size, size), fps=fps, effects=False))
     finally:
         env.close()
