@@ -137,8 +137,9 @@ class GeneratedReward:
             raise FileNotFoundError(f"GeneratedReward: reward function file '{function}' does not exist")
         self.group = group
         self.function = SandboxedFunction(path.read_text(), entry, returns="components", time_limit_s=time_limit_s)
-        self.component_sums: dict[str, float] = {}
-        self.component_sq_sums: dict[str, float] = {}
+        self.component_sums: dict[str, torch.Tensor] = {}
+        """Sum over env steps and envs of each component (a tensor: read once per `component_stats`, no sync per step)."""
+        self.component_sq_sums: dict[str, torch.Tensor] = {}
         self.samples = 0
 
     def __call__(self, env) -> torch.Tensor:
@@ -147,8 +148,8 @@ class GeneratedReward:
         for name, value in components.items():
             value = value.to(env.device)
             total += value
-            self.component_sums[name] = self.component_sums.get(name, 0.0) + float(value.sum())
-            self.component_sq_sums[name] = self.component_sq_sums.get(name, 0.0) + float(value.square().sum())
+            self.component_sums[name] = self.component_sums.get(name, 0.0) + value.sum()
+            self.component_sq_sums[name] = self.component_sq_sums.get(name, 0.0) + value.square().sum()
         self.samples += env.num_envs
         return total
 
@@ -156,8 +157,8 @@ class GeneratedReward:
         """{component: {"mean", "std"}} per env step since the last call; the window then restarts."""
         stats = {}
         for name, total in self.component_sums.items():
-            mean = total / max(self.samples, 1)
-            var = self.component_sq_sums[name] / max(self.samples, 1) - mean**2
+            mean = float(total) / max(self.samples, 1)
+            var = float(self.component_sq_sums[name]) / max(self.samples, 1) - mean**2
             stats[name] = {"mean": mean, "std": max(var, 0.0) ** 0.5}
         self.component_sums, self.component_sq_sums, self.samples = {}, {}, 0
         return stats

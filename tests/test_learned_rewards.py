@@ -220,8 +220,8 @@ def test_write_progress_cli_corrects_a_rejected_answer(tmp_path, capsys):
 @pytest.mark.slow
 def test_reward_search_two_rounds_two_samples_on_local_ray(tmp_path):
     """2 rounds x 2 samples, tiny budget, local Ray, the stand-in LLM: each round's prompts, trials, report."""
-    from batonlab.cli.reward_search import TrialSetup, _fields_and_sample, _Trial
-    from batonlab.cli.learned_common import task_brief
+    from batonlab.cli.reward_search import TrialSetup, _Trial
+    from batonlab.cli.learned_common import fields_and_sample, task_brief
     from batonlab.learned.search import SearchCfg, run_search
 
     prompts = []
@@ -231,7 +231,7 @@ def test_reward_search_two_rounds_two_samples_on_local_ray(tmp_path):
         return stand_in_writer.write(messages, body)
 
     description, source = task_brief(TASK)
-    fields, sample = _fields_and_sample(TASK, "policy")
+    fields, sample = fields_and_sample(TASK, "policy")
     trial = _Trial(TrialSetup(TASK, "policy", num_envs=32, train_iterations=3, eval_episodes=8))
     with StandInServer(text_oracle=writer) as server:
         client = ChatClient(ChatClientCfg(base_url=server.base_url, model=server.model))

@@ -106,3 +106,22 @@ def task_brief(task: str) -> tuple[str, str]:
     doc = inspect.getdoc(module) or ""
     description = f"{entry.description}. {doc}".strip()
     return description, inspect.getsource(module) if module else ""
+
+
+def fields_and_sample(task: str, group: str):
+    """The group's field specs and one sample batch of field values (what generated code is checked on)."""
+    from batonlab.env.env import BatonEnv
+    from batonlab.learned.features import field_specs, read_fields
+    from batonlab.tasks import make_task_cfg
+
+    cfg = make_task_cfg(task)
+    cfg.num_envs = 8
+    env = BatonEnv(cfg)
+    try:
+        env.reset()
+        try:
+            return field_specs(env, group), read_fields(env, group)
+        except KeyError as err:
+            raise CliError(f"group={group}: {err.args[0]}") from None
+    finally:
+        env.close()

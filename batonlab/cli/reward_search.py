@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from batonlab.cli.common import CliError
-from batonlab.cli.learned_common import llm_client, option, parse_subcommand, task_brief
+from batonlab.cli.learned_common import fields_and_sample, llm_client, option, parse_subcommand, task_brief
 
 
 @dataclass
@@ -62,7 +62,7 @@ def run(args: list[str]) -> int:
     from batonlab.learned.search import SearchCfg, run_search
 
     description, source = task_brief(options.task)
-    fields, sample_obs = _fields_and_sample(options.task, options.group)
+    fields, sample_obs = fields_and_sample(options.task, options.group)
     out = Path(options.out or Path("logs") / "reward_search" / options.task)
     setup = TrialSetup(options.task, options.group, options.num_envs, options.train_iterations, options.eval_episodes)
     cfg = SearchCfg(iterations=options.iterations, samples=options.samples, seed=options.seed,
@@ -74,25 +74,6 @@ def run(args: list[str]) -> int:
     trained = [r for r in results if r.status == "trained"]
     print(f"[batonlab] reward search: {len(trained)}/{len(results)} trials trained; report: {out / 'report.md'}")
     return 0 if trained else 1
-
-
-def _fields_and_sample(task: str, group: str):
-    """The group's field specs and one sample batch of field values (what generated code is checked on)."""
-    from batonlab.env.env import BatonEnv
-    from batonlab.learned.features import field_specs, read_fields
-    from batonlab.tasks import make_task_cfg
-
-    cfg = make_task_cfg(task)
-    cfg.num_envs = 8
-    env = BatonEnv(cfg)
-    try:
-        env.reset()
-        try:
-            return field_specs(env, group), read_fields(env, group)
-        except KeyError as err:
-            raise CliError(f"group={group}: {err.args[0]}") from None
-    finally:
-        env.close()
 
 
 class _Trial:

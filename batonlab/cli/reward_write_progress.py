@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from batonlab.cli.common import CliError
-from batonlab.cli.learned_common import llm_client, option, parse_subcommand, task_brief
+from batonlab.cli.learned_common import fields_and_sample, llm_client, option, parse_subcommand, task_brief
 
 
 @dataclass
@@ -35,11 +35,10 @@ def run(args: list[str]) -> int:
     options = parse_subcommand(args, WriteProgressOptions(), "write-progress", __doc__, needs_task=True)
     if options is None:
         return 0
-    from batonlab.cli.reward_search import _fields_and_sample
     from batonlab.learned.llm_progress import PROGRESS_SYSTEM, progress_prompt, write_function
 
     description, _ = task_brief(options.task)
-    fields, sample = _fields_and_sample(options.task, options.group)
+    fields, sample = fields_and_sample(options.task, options.group)
     with llm_client(options.llm, options.llm_base_url, options.llm_model, options.llm_cache) as client:
         written = write_function(client, PROGRESS_SYSTEM, progress_prompt(description, fields), "progress", "tensor",
                                  sample, attempts=options.attempts, seed=options.seed)
