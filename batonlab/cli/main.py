@@ -16,6 +16,8 @@ commands:
   play task=NAME           evaluate a checkpoint: success rate over play.num_episodes, and an MP4
   export task=NAME         write policy.onnx + manifest.json for deployment
   deploy [--sim] PATH      check an export; --sim runs it sim-to-sim over ROS 2 (PATH: export, checkpoint or run)
+  import-isaaclab IO.yaml POLICY.onnx --robot ROBOT.yaml OUT
+                           an Isaac Lab policy (IO descriptors + policy.onnx) as a batonlab export
   replay BAG [--report DIR]  replay a rosbag2 bag in simulation (open-loop, playback, policy) and report sim vs. log
   bag info|export BAG      topics, counts, rates and metadata of a bag; export its topics as CSV (--csv DIR)
   reward fit-progress|fit-potential|search   learned rewards: progress encoder, preference potential,
@@ -95,6 +97,12 @@ def _deploy(args: list[str]) -> int:
     return deploy.run(args)
 
 
+def _import_isaaclab(args: list[str]) -> int:
+    from batonlab.cli import import_isaaclab
+
+    return import_isaaclab.run(args)
+
+
 def _replay(args: list[str]) -> int:
     from batonlab.cli import replay
 
@@ -114,7 +122,7 @@ def _reward(args: list[str]) -> int:
 
 
 COMMANDS = {"list": _list, "train": _train, "play": _play, "export": _export, "deploy": _deploy, "replay": _replay,
-            "bag": _bag, "reward": _reward}
+            "bag": _bag, "reward": _reward, "import-isaaclab": _import_isaaclab}
 """Subcommands; later subsystems (deploy, replay, bag) add theirs here."""
 
 HELP_COMMANDS = ("train", "play", "export")
