@@ -12,6 +12,11 @@ caller gets its own copy and one run can never corrupt the next. Tasks come from
 - import paths: a name of the form `"<module>:<factory>"` (e.g. `task=my_pkg.reach:make_cfg` on the
   command line) imports that module, which must be installed or on PYTHONPATH.
 
+A task over any robot (`reach`, `velocity`) takes the robot as a keyword, `make_<task>_cfg(play=False,
+robot=None)`, a robot description YAML (None: the task's default robot); `make_task_cfg(name, robot=...)`
+and `get_task(name).make_cfg(robot=...)` pass it on, and give a task whose factory has no `robot`
+keyword a clear `TaskRobotError` instead.
+
 For the last two, the training config is the factory's sibling in the same module (`make_x_cfg` ->
 `make_x_agent_cfg`, `make_cfg` -> `make_agent_cfg`) or, when the module has none, `RunnerCfg()`
 with `experiment_name` set to the entry point's name (`x` for an import path `<module>:make_x_cfg`,
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import inspect
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Callable
@@ -43,12 +49,21 @@ class TaskEntry:
 
     name: str
     make_cfg: Callable[..., TaskCfg]
-    """`make_cfg(play=False)` returns a fresh TaskCfg."""
+    """`make_cfg(play=False, robot=None)` returns a fresh TaskCfg (`robot=` only for `takes_robot` tasks)."""
     make_agent_cfg: Callable[[], RunnerCfg]
     """Returns a fresh RunnerCfg."""
     description: str
     origin: str = BUILTIN
     """`built-in`, `entry point of <distribution> <version>` or `module <module>`."""
+
+    @property
+    def takes_robot(self) -> bool:
+        """Whether the task is built over any robot: its factory has a `robot` keyword."""
+        return takes_robot(self.make_cfg)
+
+
+class TaskRobotError(ValueError):
+    """`robot=` given to a task whose robot is fixed."""
 
 
 @dataclass(frozen=True)
@@ -74,7 +89,7 @@ def register(name: str, make_cfg: Callable[..., TaskCfg], make_agent_cfg: Callab
         raise ValueError(f"task '{name}' is already registered")
     module = make_cfg.__module__
     origin = BUILTIN if module.startswith(__name__ + ".") else f"module {module}"
-    _REGISTRY[name] = TaskEntry(name, make_cfg, make_agent_cfg, description, origin)
+    _REGISTRY[name] = TaskEntry(name, _robot_checked(name, make_cfg), make_agent_cfg, description, origin)
 
 
 def list_tasks() -> list[TaskEntry]:
@@ -116,9 +131,21 @@ def get_task(name: str) -> TaskEntry:
     return _REGISTRY[name]
 
 
-def make_task_cfg(name: str, play: bool = False) -> TaskCfg:
-    """A fresh TaskCfg of a registered task (or of a `<module>:<factory>` name)."""
-    return get_task(name).make_cfg(play=play)
+def make_task_cfg(name: str, play: bool = False, robot: str | None = None) -> TaskCfg:
+    """A fresh TaskCfg of a registered task (or of a `<module>:<factory>` name).
+
+    Args:
+        robot: A robot description YAML, for tasks over any robot (None: the task's own robot).
+
+    Raises:
+        KeyError: unknown task. TaskRobotError: `robot` given to a task with a fixed robot.
+    """
+    return get_task(name).make_cfg(play=play, robot=robot)
+
+
+def takes_robot(make_cfg: Callable[..., TaskCfg]) -> bool:
+    """Whether a task factory (or its `robot`-checking wrapper) has a `robot` keyword."""
+    return "robot" in inspect.signature(inspect.unwrap(make_cfg)).parameters
 
 
 def make_agent_cfg(name: str) -> RunnerCfg:
@@ -131,7 +158,16 @@ def make_agent_cfg(name: str) -> RunnerCfg:
 
 def _load_builtin_tasks() -> None:
     # Task modules register themselves on import; importing here keeps `import batonlab.tasks` cheap.
-    from batonlab.tasks import arm_door, arm_lift, arm_push_grasp, arm_reach, wl_balance, wl_loco_manip, wl_velocity  # noqa: F401
+    from batonlab.tasks import (  # noqa: F401
+        arm_door,
+        arm_lift,
+        arm_push_grasp,
+        arm_reach,
+        reach,
+        wl_balance,
+        wl_loco_manip,
+        wl_velocity,
+    )
 
 
 def _load_plugins() -> None:
@@ -188,7 +224,22 @@ def _load_factory(name: str, module_name: str, attr: str, origin: str) -> TaskEn
     if make_agent_cfg is None:
         make_agent_cfg = functools.partial(RunnerCfg, experiment_name=_short_name(name))
     description = (factory.__doc__ or "").strip().split("\n")[0]
-    return TaskEntry(name, factory, make_agent_cfg, description, origin)
+    return TaskEntry(name, _robot_checked(name, factory), make_agent_cfg, description, origin)
+
+
+def _robot_checked(name: str, factory: Callable[..., TaskCfg]) -> Callable[..., TaskCfg]:
+    """`factory` itself if it takes `robot`; else a wrapper that accepts `robot=None` and refuses a robot."""
+    if takes_robot(factory):
+        return factory
+
+    @functools.wraps(factory)
+    def make_cfg(play: bool = False, robot: str | None = None) -> TaskCfg:
+        if robot is not None:
+            over_any = [t.name for t in list_tasks() if t.takes_robot]
+            raise TaskRobotError(f"task '{name}' has a fixed robot; robot= applies to tasks: {', '.join(over_any)}")
+        return factory(play=play)
+
+    return make_cfg
 
 
 def _short_name(name: str) -> str:

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""The table-top scene of the arm6 tasks, and the objects the manipulation tasks put on it.
+"""The table-top scene of the arm tasks (arm6, or any arm of a robot description), and the objects the
+manipulation tasks put on it.
 
 The arm's base frame is the world frame; the table top is the plane z = 0 and spans
 x ∈ [-0.15, 0.75], y ∈ [-0.6, 0.6] [m]. Objects are free bodies with a named geom, and each gets
@@ -10,11 +11,15 @@ report as the object's pose (`sensors/<name>_pose` on the robot), and two contac
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import mujoco
 import numpy as np
 
 from batonlab.env.relaxed_contacts import add_switchable_pair
 from batonlab.robots.arm6 import attach_arm6
+from batonlab.robots.description import RobotDescription
+from batonlab.robots.loader import as_description, attach_robot
 
 TABLE_TOP_Z = 0.0
 """Height of the table top in the arm base frame [m]."""
@@ -31,8 +36,28 @@ GRIPPER_GEOMS = (*FINGER_PADS, "palm_collision")
 
 def make_table_arm_spec() -> mujoco.MjSpec:
     """Arm6 on a table top (base frame = world frame), a target marker and an overview camera."""
+    spec = make_table_spec("table_arm6")
+    attach_arm6(spec, spec.worldbody.add_frame(name="arm_mount", pos=[0, 0, 0]))
+    return spec
+
+
+def make_table_robot_spec(description: RobotDescription | str | Path) -> mujoco.MjSpec:
+    """The arm of a robot description on the table top: `make_table_arm_spec` for any arm.
+
+    The robot's root body sits at the origin (base frame = world frame), as arm6's does; its
+    end-effector sensors (`ee_pos_b`, ...) come from `batonlab.robots.load`.
+    """
+    description = as_description(description)
+    spec = make_table_spec(f"table_{description.name}")
+    attach_robot(spec, spec.worldbody.add_frame(name="arm_mount", pos=[0, 0, 0]), description)
+    return spec
+
+
+def make_table_spec(name: str) -> mujoco.MjSpec:
+    """The table-top scene without its arm: light, floor, table, the `target` marker (mocap) and the
+    `overview` camera; an arm is then attached at the origin."""
     spec = mujoco.MjSpec()
-    spec.modelname = "table_arm6"
+    spec.modelname = name
     spec.option.timestep = 0.005
     world = spec.worldbody
     world.add_light(pos=[0.3, -0.5, 2.0], dir=[0, 0.2, -1], diffuse=[0.8, 0.8, 0.8])
@@ -43,7 +68,6 @@ def make_table_arm_spec() -> mujoco.MjSpec:
     target = world.add_body(name="target", mocap=True, pos=[0.45, 0, 0.3])
     target.add_geom(type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[0.02, 0, 0], contype=0, conaffinity=0, rgba=[0.1, 0.9, 0.2, 0.7])
     add_look_at_camera(spec, "overview", eye=(1.25, -0.95, 0.85), look=(0.3, 0.0, 0.2))
-    attach_arm6(spec, world.add_frame(name="arm_mount", pos=[0, 0, 0]))
     return spec
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import functools
 import random
 import signal
 import sys
@@ -23,6 +24,8 @@ from batonlab.cli.options import TOP_LEVEL_ONLY, CliOptions, defaults
 from batonlab.env.cfg import TaskCfg
 from batonlab.rl import checkpoint
 from batonlab.rl.cfg import RunnerCfg, to_rsl_rl_dict
+from batonlab.robots.description import RobotDescriptionError
+from batonlab.tasks import TaskRobotError
 
 
 class CliError(Exception):
@@ -31,6 +34,10 @@ class CliError(Exception):
 
 USER_ERRORS = (CliError, checkpoint.CheckpointError)
 """Errors `batonlab` prints as one line (exit code 2) instead of a traceback."""
+
+ROBOT_ERRORS = (TaskRobotError, RobotDescriptionError, FileNotFoundError)
+"""What a task factory raises for a bad `robot=`: robot= on a fixed-robot task, an invalid description
+(or a robot the task cannot use), a missing description, model or mesh file."""
 
 INTERRUPTED = 130
 """Exit code after SIGINT or SIGTERM (128 + SIGINT, the shell's code for Ctrl-C)."""
@@ -45,7 +52,7 @@ class Invocation:
     task: TaskCfg
     agent: RunnerCfg
     make_task: Callable[..., TaskCfg]
-    """The task's factory, `make_task(play=...)`."""
+    """The task's factory over the invocation's robot, `make_task(play=...)`."""
     task_overrides: list[Override]
     """The parsed `env.*` / `agent.*` overrides, in command-line order."""
 
@@ -97,7 +104,14 @@ def build_invocation(args: list[str], play: bool = False) -> Invocation:
         entry = get_task(top.task)
     except KeyError as err:
         raise CliError(str(err.args[0])) from None
-    task, agent = entry.make_cfg(play=play), entry.make_agent_cfg()
+    if top.robot:
+        top.robot = str(Path(top.robot).resolve())  # config.yaml records it for play and export
+    make_task = functools.partial(entry.make_cfg, robot=top.robot)
+    try:
+        task = make_task(play=play)
+    except ROBOT_ERRORS as err:
+        raise CliError(str(err)) from None
+    agent = entry.make_agent_cfg()
     for override in task_overrides:
         if override.key_or_group in TOP_LEVEL_ONLY:
             raise CliError(f"{override.key_or_group} is set by the top-level option; use "
@@ -108,7 +122,7 @@ def build_invocation(args: list[str], play: bool = False) -> Invocation:
             raise CliError(str(err)) from None
     task.seed = top.seed
     _validate(top, task, agent)
-    return Invocation(top, top.task, task, agent, entry.make_cfg, task_overrides)
+    return Invocation(top, top.task, task, agent, make_task, task_overrides)
 
 
 def play_task_cfg(inv: Invocation) -> TaskCfg:
@@ -143,6 +157,26 @@ def privileges_off(env) -> None:
     manager.set_level(0.0, now=True)
     if manager.active:
         print("[batonlab] privileges off (λ = 0): no virtual forces or relaxed contacts, as on a robot")
+
+
+def check_run_robot(top: CliOptions, run_dir: Path) -> None:
+    """A run continues (resume) or is evaluated (play, export) on the robot it was trained on.
+
+    Raises:
+        CliError: the run's config.yaml records another robot than `top.robot`.
+    """
+    config = run_dir / "config.yaml"
+    if not config.is_file():
+        return
+    import yaml
+
+    trained = ((yaml.safe_load(config.read_text()) or {}).get("cli") or {}).get("robot")
+    if trained != top.robot:
+        def name(robot):
+            return f"robot={robot}" if robot else "the task's default robot"
+
+        raise CliError(f"{run_dir} was trained on {name(trained)}, this command builds {name(top.robot)}: "
+                       f"pass {'robot=' + trained if trained else 'no robot='} or run_dir=... of a run of this robot")
 
 
 def seed_everything(seed: int) -> None:
@@ -244,19 +278,22 @@ def _apply(task: TaskCfg, agent: RunnerCfg | None, override: Override) -> None:
 
 
 def _locate_run(top: CliOptions) -> None:
-    """`checkpoint=FILE` names its run folder; a run folder's config.yaml names its task."""
+    """`checkpoint=FILE` names its run folder; a run folder's config.yaml names its task and robot."""
     if top.checkpoint:
         path = Path(top.checkpoint)
         if not path.is_file():
             raise CliError(_missing_checkpoint(path))
         if not top.run_dir:
             top.run_dir = str(path.parent)
-    if not top.task and top.run_dir:
-        config = Path(top.run_dir) / "config.yaml"
-        if config.is_file():
-            import yaml
+    config = Path(top.run_dir) / "config.yaml" if top.run_dir else None
+    if config is None or not config.is_file() or (top.task and top.robot):
+        return
+    import yaml
 
-            top.task = (yaml.safe_load(config.read_text()) or {}).get("task_name")
+    saved = yaml.safe_load(config.read_text()) or {}
+    top.task = top.task or saved.get("task_name")
+    if not top.robot and top.task == saved.get("task_name"):
+        top.robot = (saved.get("cli") or {}).get("robot")
 
 
 def _missing_checkpoint(path: Path) -> str:

@@ -100,8 +100,10 @@ def resolve_export(target: Path, task: str | None) -> Path:
 
 def run_sim_to_sim(export_dir: Path, task: str, seed: int = 0, num_episodes: int = 0, domain_id: int = 42,
                    results_file: Path | None = None, policy_params: dict | None = None, loopback: bool = True,
-                   timeout_s: float | None = None, log_dir: Path | None = None) -> dict | None:
+                   timeout_s: float | None = None, log_dir: Path | None = None, robot: str | None = None) -> dict | None:
     """Start sim_robot_node and policy_node; wait for `num_episodes` (or Ctrl-C); return the summary.
+
+    `robot` is the robot description of a task over any robot (`export_robot` reads it from an export).
 
     The nodes write their output to `<node>.log` in `log_dir` (default: the export's `sim_to_sim/`
     folder, next to the results). Returns None when stopped with Ctrl-C before a summary was written.
@@ -117,8 +119,9 @@ def run_sim_to_sim(export_dir: Path, task: str, seed: int = 0, num_episodes: int
     results_file = results_file or (out_dir / f"results_seed{seed}.json")
     results_file.unlink(missing_ok=True)
     robot_params, wiring = _robot_wiring(export_dir)
-    sim, sim_log = _start_node("sim_robot_node", {"task": task, "seed": seed, "num_episodes": num_episodes,
-                                                  "results_file": str(results_file), **robot_params}, env, log_dir)
+    sim, sim_log = _start_node("sim_robot_node", {"task": task, "robot": robot or "", "seed": seed,
+                                                  "num_episodes": num_episodes, "results_file": str(results_file),
+                                                  **robot_params}, env, log_dir)
     policy, policy_log = _start_node("policy_node", {"manifest": str(export_dir), **wiring, **(policy_params or {})},
                                      env, log_dir)
     print(f"[batonlab] sim-to-sim on ROS_DOMAIN_ID {domain_id}; node output in {log_dir}", flush=True)
@@ -142,6 +145,12 @@ def run_sim_to_sim(export_dir: Path, task: str, seed: int = 0, num_episodes: int
     return summary
 
 
+def export_robot(manifest) -> str | None:
+    """The robot description an export was trained on (`robot=` of its run), None for a task's own robot."""
+    robot = (manifest.training_config.get("cli") or {}).get("robot")
+    return str(robot) if robot else None
+
+
 def dry_run_export(manifest) -> None:
     """`batonlab.deploy.dry_run`, its failure as a `CliError`; prints what it checked."""
     from batonlab.deploy.dry_run import RUN_STEPS, DryRunError, dry_run
@@ -159,6 +168,8 @@ def run(args: list[str]) -> int:
     parser.add_argument("target", type=Path, help="export folder, checkpoint (model_*.pt) or run folder")
     parser.add_argument("--sim", action="store_true", help="run sim-to-sim over ROS 2 (sim_robot_node + policy_node)")
     parser.add_argument("--task", default=None, help="task name (default: from the manifest or the run's config.yaml)")
+    parser.add_argument("--robot", default=None, help="robot description YAML of a task over any robot "
+                        "(default: the robot the export was trained on)")
     parser.add_argument("--seed", type=int, default=0, help="episode i starts from seed + i")
     parser.add_argument("--episodes", type=int, default=0, help="stop after this many episodes (0: run until Ctrl-C)")
     parser.add_argument("--domain-id", type=int, default=int(os.environ.get("ROS_DOMAIN_ID", 42)))
@@ -183,8 +194,9 @@ def run(args: list[str]) -> int:
               f"ros2 launch deploy_ros policy.launch.py export:={export_dir}")
         return 0
     record = {"record": True, "record_dir": str(ns.record.resolve()), "record_seed": ns.seed} if ns.record else None
+    robot = str(Path(ns.robot).resolve()) if ns.robot else export_robot(manifest)
     summary = run_sim_to_sim(export_dir, ns.task or manifest.task, ns.seed, ns.episodes, ns.domain_id, ns.results,
-                             policy_params=record, loopback=not ns.no_loopback)
+                             policy_params=record, loopback=not ns.no_loopback, robot=robot)
     if summary:
         episodes = summary.get("episodes", [])
         survival = sum(not e["terminated"] for e in episodes) / max(len(episodes), 1)

@@ -62,14 +62,16 @@ def _list(_: list[str]) -> int:
 
 def _help(command: str, args: list[str]) -> int:
     """`batonlab <command> [task=NAME] --help`: the command's options and the task's keys."""
-    from batonlab.cli.common import parse_options
+    from batonlab.cli.common import ROBOT_ERRORS, parse_options
     from batonlab.cli.options import command_help
 
     top, _ = parse_options(_hydra_flags([a for a in args if a not in HELP_FLAGS]))
     try:
-        print(command_help(command, top.task))
+        print(command_help(command, top.task, top.robot))
     except KeyError as err:
         raise CliError(str(err.args[0])) from None
+    except ROBOT_ERRORS as err:
+        raise CliError(str(err)) from None
     return 0
 
 

@@ -49,6 +49,7 @@ class CliOptions:
     """Types of the top-level options; defaults and documentation are in `conf/batonlab.yaml`."""
 
     task: str | None
+    robot: str | None
     seed: int
     device: str
     log_root: str
@@ -104,8 +105,8 @@ def documented_options() -> list[OptionDoc]:
     return docs
 
 
-def command_help(command: str, task_name: str | None) -> str:
-    """`batonlab <command> --help`: the command's options and, for a task, every key it can override."""
+def command_help(command: str, task_name: str | None, robot: str | None = None) -> str:
+    """`batonlab <command> --help`: the command's options and, for a task (over `robot`), every key it can override."""
     lines = [f"usage: batonlab {command} task=NAME [key=value ...]", "", f"options (defaults from {CONF_FILE.name}):"]
     docs = [d for d in documented_options() if command in d.commands]
     width = max(len(f"{d.key}={d.default}") for d in docs) + 2
@@ -116,7 +117,7 @@ def command_help(command: str, task_name: str | None) -> str:
     from batonlab.tasks import get_task
 
     entry = get_task(task_name)
-    task, agent = entry.make_cfg(play=command != "train"), entry.make_agent_cfg()
+    task, agent = entry.make_cfg(play=command != "train", robot=robot), entry.make_agent_cfg()
     keys = [*ov.editable_keys(task, "env"), *ov.editable_keys(agent, "agent")]
     keys = [(k, v, h) for k, v, h in keys if k not in TOP_LEVEL_ONLY]
     lines += ["", f"{task_name} options (current values; ~env.<group>.<name> removes a term, e.g. ~env.rewards.x):"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from batonlab.cli.common import Invocation, find_checkpoint, find_run_dir, privileges_off
+from batonlab.cli.common import Invocation, check_run_robot, find_checkpoint, find_run_dir, privileges_off
 from batonlab.env.env import BatonEnv
 from batonlab.rl import checkpoint
 from batonlab.rl.distillation import restore_distillation_cfg
@@ -20,6 +20,7 @@ from batonlab.rl.vecenv import RslRlVecEnv
 def load_trained(inv: Invocation) -> tuple[BatonEnv, BatonRunner, Path, Path]:
     """The env of `inv.task`, a runner holding the checkpoint's weights, the run folder and checkpoint."""
     run_dir = find_run_dir(inv.top, inv.agent.experiment_name)
+    check_run_robot(inv.top, run_dir)
     ckpt = find_checkpoint(inv.top, run_dir)
     if restore_distillation_cfg(inv.agent, checkpoint.load(ckpt)):
         print(f"[batonlab] {ckpt.name} is a distillation: using its student (observation groups "

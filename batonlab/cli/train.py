@@ -19,6 +19,7 @@ from batonlab.cli.common import (
     INTERRUPTED,
     CliError,
     Invocation,
+    check_run_robot,
     find_checkpoint,
     find_run_dir,
     new_run_dir,
@@ -61,7 +62,8 @@ def run(inv: Invocation) -> int:
     result = train(inv)
     if result.interrupted:
         if result.checkpoint is not None:
-            again = [f"task={inv.task_name}", *(o.input_line for o in inv.task_overrides)]
+            again = [f"task={inv.task_name}", *([f"robot={inv.top.robot}"] if inv.top.robot else []),
+                     *(o.input_line for o in inv.task_overrides)]
             if inv.top.max_iterations is not None:
                 again.append(f"max_iterations={inv.top.max_iterations}")
             print(f"[batonlab] interrupted at iteration {result.iterations}: saved {result.checkpoint}; resume with: "
@@ -111,6 +113,8 @@ def _train(inv: Invocation, device: str, ctx, on_iteration) -> TrainResult:
     is_main = ctx is None or ctx.is_main
     seed_everything(inv.task.seed)
     run_dir = find_run_dir(top, inv.agent.experiment_name) if top.resume else new_run_dir(top, inv.agent.experiment_name)
+    if top.resume:
+        check_run_robot(top, run_dir)
     ckpt = find_checkpoint(top, run_dir) if top.resume else None
     total = top.max_iterations if top.max_iterations is not None else inv.agent.max_iterations
     distilling = inv.agent.algorithm.is_distillation

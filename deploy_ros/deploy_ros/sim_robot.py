@@ -30,7 +30,8 @@ from batonlab.env import mdp
 from batonlab.env import mdp_locomotion as loco
 from batonlab.env.commands import episode_mean_errors
 from batonlab.env.env import BatonEnv
-from batonlab.tasks import make_task_cfg
+from batonlab.robots.description import RobotDescriptionError
+from batonlab.tasks import TaskRobotError, make_task_cfg
 
 _SCALAR_JOINTS = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
 
@@ -125,16 +126,20 @@ class SimRobot:
     Args:
         task: Registered task name.
         seed: Seed of the first episode.
+        robot: Robot description YAML of a task over any robot (`reach`, `velocity`); None: the task's own.
 
     Raises:
-        ConfigError: `task` is not a registered task, or its held joints are not actuated as expected.
+        ConfigError: `task` is not a registered task, `robot` does not fit it, or its held joints are
+            not actuated as expected.
     """
 
-    def __init__(self, task: str, seed: int = 0):
+    def __init__(self, task: str, seed: int = 0, robot: str | None = None):
         try:  # a registered name, an entry-point plugin or a `<module>:<factory>` import path
-            cfg = make_task_cfg(task, play=True)
+            cfg = make_task_cfg(task, play=True, robot=robot)
         except KeyError as err:
             raise ConfigError(err.args[0]) from None
+        except (TaskRobotError, RobotDescriptionError, FileNotFoundError) as err:
+            raise ConfigError(str(err)) from None
         cfg.num_envs = 1
         cfg.seed = int(seed)
         cfg.sim.num_threads = 1

@@ -3,6 +3,7 @@
 
     ros2 launch deploy_ros sim_to_sim.launch.py export:=/path/to/exported [task:=arm_reach] [num_episodes:=20]
     ros2 launch deploy_ros sim_to_sim.launch.py export:=/path/to/wl_export task:=wl_velocity cmd_vel_command:=base_velocity
+    ros2 launch deploy_ros sim_to_sim.launch.py export:=/path/to/reach_export task:=reach robot:=/path/to/my_arm.yaml
 
 The wheel-legged robot takes legs on joint_commands/position and wheels on joint_commands/velocity
 (policy_node publishes one message per command interface); with `cmd_vel_command:=base_velocity`
@@ -27,19 +28,23 @@ def generate_launch_description():
     config = os.path.join(get_package_share_directory("deploy_ros"), "config", "sim_to_sim.yaml")
     export = LaunchConfiguration("export")
     task = LaunchConfiguration("task")
+    robot = LaunchConfiguration("robot")
     seed = LaunchConfiguration("seed")
     num_episodes = LaunchConfiguration("num_episodes")
     cmd_vel_command = LaunchConfiguration("cmd_vel_command")
     return LaunchDescription([
         DeclareLaunchArgument("export", description="folder written by `batonlab export` (policy.onnx + manifest.json)"),
         DeclareLaunchArgument("task", default_value="arm_reach"),
+        DeclareLaunchArgument("robot", default_value="",
+                              description="robot description YAML of a task over any robot (reach, velocity); '': the task's own"),
         DeclareLaunchArgument("seed", default_value="0"),
         DeclareLaunchArgument("num_episodes", default_value="0", description="0: run until stopped"),
         DeclareLaunchArgument("cmd_vel_command", default_value="",
                               description="task command the simulator publishes on cmd_vel (wl_*: base_velocity); '': none"),
         Node(
             package="deploy_ros", executable="sim_robot_node", output="screen",
-            parameters=[config, {"task": task, "seed": ParameterValue(seed, value_type=int),
+            parameters=[config, {"task": task, "robot": ParameterValue(robot, value_type=str),
+                                 "seed": ParameterValue(seed, value_type=int),
                                  "num_episodes": ParameterValue(num_episodes, value_type=int),
                                  "cmd_vel_command": ParameterValue(cmd_vel_command, value_type=str)}],
         ),

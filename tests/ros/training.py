@@ -70,9 +70,9 @@ def train_and_export(task: str, out_dir: Path, num_envs: int, iterations: int, s
                          runner.total_env_steps)
 
 
-def hold_still(task: str):
-    """A fixed deterministic policy for `task`: zero actions (default pose, wheels at rest)."""
-    num_actions = sum(len(term.joints) for term in make_task_cfg(task).actions.values())
+def hold_still(task: str, robot: str | None = None):
+    """A fixed deterministic policy for `task` (over `robot`): zero actions (default pose, wheels at rest)."""
+    num_actions = sum(len(term.joints) for term in make_task_cfg(task, robot=robot).actions.values())
     return lambda obs: torch.zeros(obs.batch_size[0], num_actions)
 
 
@@ -97,14 +97,15 @@ FixedFields = dict[str, dict[str, float]]
 e.g. {"base_velocity": {"height": 0.463}} for a robot that receives its command as a Twist."""
 
 
-def play_on_seeds(task: str, policy, seeds: range, fixed_fields: FixedFields | None = None) -> Episodes:
+def play_on_seeds(task: str, policy, seeds: range, fixed_fields: FixedFields | None = None,
+                  robot: str | None = None) -> Episodes:
     """`batonlab play`'s evaluation, one episode per seed, each from the initial state the sim robot uses.
 
     The env is built with the first seed, like the sim robot's (the terrain tiles it draws at
     construction then match). The speed error is read from `extras["command_metrics"]` of the step
-    that ends the episode, as `SimRobot` reads it.
+    that ends the episode, as `SimRobot` reads it. `robot`: the robot description of a task over any robot.
     """
-    cfg = make_task_cfg(task, play=True)
+    cfg = make_task_cfg(task, play=True, robot=robot)
     cfg.num_envs, cfg.seed = 1, seeds[0]
     env = BatonEnv(cfg)
     for command, fields in (fixed_fields or {}).items():
@@ -128,7 +129,8 @@ def play_on_seeds(task: str, policy, seeds: range, fixed_fields: FixedFields | N
 
 
 @torch.inference_mode()
-def sim_robot_on_seeds(task: str, policy, seeds: range, fixed_fields: FixedFields | None = None) -> Episodes:
+def sim_robot_on_seeds(task: str, policy, seeds: range, fixed_fields: FixedFields | None = None,
+                       robot: str | None = None) -> Episodes:
     """Sim-to-sim without ROS: `SimRobot` stepped one physics step at a time, as `sim_robot_node` does.
 
     Each control period the policy acts on the env's observation, and its action goes through the
@@ -138,7 +140,7 @@ def sim_robot_on_seeds(task: str, policy, seeds: range, fixed_fields: FixedField
     """
     assert seeds.step == 1, "the sim robot runs consecutive seeds"
     threads = torch.get_num_threads()  # SimRobot runs its world on one thread
-    robot = SimRobot(task, seed=seeds[0])
+    robot = SimRobot(task, seed=seeds[0], robot=robot)
     try:
         for command, fields in (fixed_fields or {}).items():
             for field, value in fields.items():
