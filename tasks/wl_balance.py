@@ -6,8 +6,10 @@ few seconds; it must stay upright at its nominal height without drifting, for th
 episode (success = survived to the time limit). The arm variant carries arm6 in its stowed pose.
 
 This module also holds the parts every wheel-legged task shares (scene, observations, actions,
-domain randomisation); `wl_velocity` builds on `make_wl_balance_cfg`. Domain randomisation is a
-set of event terms, each reachable from the command line, e.g.
+domain randomisation); `wl_velocity` builds on `make_wl_balance_cfg`. The recipe itself,
+`make_balance_cfg`, reads everything robot-specific from a `MobileRobot` (`wl_robot` here; the
+`velocity` task derives one from any robot description). Domain randomisation is a set of event
+terms, each reachable from the command line, e.g.
 
     batonlab train task=wl_balance env.events.push.interval_range_s=[2,4] \\
         env.events.base_mass.params.added_mass_range=[-1,4] env.events.action_delay.params.delay_range=[0,1] \\
@@ -18,6 +20,8 @@ set of event terms, each reachable from the command line, e.g.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import mujoco
 
@@ -61,6 +65,12 @@ def make_wl_scene_spec(with_arm: bool = True) -> mujoco.MjSpec:
     """The robot (optionally with arm6), a light and a sky; the ground comes from `SceneCfg.terrain`."""
     spec = wl.make_wheel_legged_spec(with_arm=with_arm)
     spec.modelname = "wl_scene" if with_arm else "wl_scene_noarm"
+    add_sky_and_light(spec)
+    return spec
+
+
+def add_sky_and_light(spec: mujoco.MjSpec) -> None:
+    """A gradient sky, a directional light and a 640 x 480 offscreen buffer for `play` videos."""
     spec.visual.global_.offwidth = 640
     spec.visual.global_.offheight = 480
     spec.add_texture(
@@ -70,7 +80,6 @@ def make_wl_scene_spec(with_arm: bool = True) -> mujoco.MjSpec:
     spec.worldbody.add_light(
         pos=[0, 0, 6], dir=[0.2, 0.3, -1], type=mujoco.mjtLightType.mjLIGHT_DIRECTIONAL, diffuse=[0.8, 0.8, 0.8]
     )
-    return spec
 
 
 def _scene_builder(with_arm: bool):
@@ -81,42 +90,112 @@ def _scene_builder(with_arm: bool):
     return build
 
 
+@dataclass(frozen=True)
+class MobileRobot:
+    """What the balance and velocity recipes need to know about a floating-base robot on legs or wheels:
+    its joints by role and the names of the sensors, bodies and geoms its terms read."""
+
+    build: Callable[[], mujoco.MjSpec]
+    """Returns a fresh spec of the robot with a light and a sky (no ground); its free joint is `root`."""
+    default_joint_pos: dict[str, float]
+    """Default pose by joint name [rad or m]: the offsets of leg actions, the pose held joints keep."""
+    legs: tuple[str, ...]
+    """Position-controlled joints the policy drives, in policy order."""
+    wheels: tuple[str, ...]
+    """Velocity-controlled joints the policy drives, in policy order; empty for a robot on feet."""
+    base_body: str
+    """The body on the free joint (mass and centre-of-mass randomisation)."""
+    foot_geoms: tuple[str, ...]
+    """Collision geoms meant to touch the ground (tyres, feet): friction randomisation."""
+    ground_contact_sensors: tuple[str, ...]
+    """Contact sensors (data "found force", net force) of the links that must never touch the ground."""
+    leg_torque_sensors: tuple[str, ...]
+    """`actuatorfrc` sensors of the leg actuators (torque penalty)."""
+    height_params: dict[str, Any]
+    """Parameters of `loco.base_height`: base and foot-point `framepos` sensors and the feet points'
+    height above the ground (`wheel_radius`) [m]."""
+    mirror: tuple[tuple[str, ...], tuple[str, ...]]
+    """(left, right) leg joints equal to each other in a symmetric stance; empty: no mirror penalty."""
+    nominal_height: float
+    """Standing base height: the height command of balancing [m]."""
+    camera: str
+    """Camera of `play` videos."""
+    deploy: DeployCfg
+    """Held joints and the safe stop on the robot."""
+
+
+def wl_robot(with_arm: bool = True) -> MobileRobot:
+    """The bundled wheel-legged biped (`batonlab.robots.wheel_legged`), with or without arm6 stowed."""
+    return MobileRobot(
+        build=_scene_builder(with_arm),
+        default_joint_pos=wl.home_pose(with_arm),
+        legs=wl.LEG_JOINTS,
+        wheels=wl.WHEEL_JOINTS,
+        base_body=wl.BASE_BODY,
+        foot_geoms=("left_wheel_collision", "right_wheel_collision"),
+        ground_contact_sensors=wl.GROUND_CONTACT_SENSORS + ((wl.ARM_GROUND_CONTACT_SENSOR,) if with_arm else ()),
+        leg_torque_sensors=LEG_TORQUE_SENSORS,
+        height_params=HEIGHT_PARAMS,
+        mirror=(wl.LEG_JOINTS[:2], wl.LEG_JOINTS[2:]),
+        nominal_height=wl.NOMINAL_BASE_HEIGHT,
+        camera="track",
+        # On the robot: stop by crouching (wheels brake within their deceleration limit, legs fold), then damp.
+        deploy=DeployCfg(held_joints=wl.arm_joints() if with_arm else (), stop_behavior="crouch",
+                         stop_pose=dict(wl.CROUCH_POSE), stop_time_s=wl.CROUCH_TIME_S),
+    )
+
+
 def make_wl_balance_cfg(play: bool = False, with_arm: bool = True) -> TaskCfg:
-    legs, wheels = wl.LEG_JOINTS, wl.WHEEL_JOINTS
-    contact_sensors = wl.GROUND_CONTACT_SENSORS + ((wl.ARM_GROUND_CONTACT_SENSOR,) if with_arm else ())
+    cfg = make_balance_cfg(wl_robot(with_arm), play=play)
+    if with_arm:
+        # The arm is not driven by the policy: its servos hold the stowed pose (and the robot side holds it too).
+        cfg.events["arm_stowed"] = EventTermCfg(
+            func=loco.hold_default_pose, mode="reset", params={"joints": cfg.deploy.held_joints}
+        )
+    return cfg
+
+
+def make_balance_cfg(robot: MobileRobot, play: bool = False) -> TaskCfg:
+    """The balancing recipe on `robot`: stand at the nominal height under pushes and randomisation.
+
+    Held joints (`robot.deploy.held_joints`) get no hold event here: the caller names it.
+    """
+    legs, wheels = robot.legs, robot.wheels
     cmd = {"command": COMMAND}
 
     def policy_terms(noise: bool) -> dict[str, ObsTermCfg]:
         k = 1.0 if noise else 0.0
-        return {
+        terms = {
             "base_ang_vel": ObsTermCfg(func=mdp.sensor, params={"name": "imu_gyro"}, noise_std=0.2 * k, scale=0.25),
             "projected_gravity": ObsTermCfg(func=loco.projected_gravity, params={"sensor": "imu_quat"}, noise_std=0.05 * k),
             "command": ObsTermCfg(func=mdp.generated_command, params=cmd),
             "leg_pos": ObsTermCfg(func=mdp.joint_pos_rel, params={"joints": legs}, noise_std=0.01 * k),
             "leg_vel": ObsTermCfg(func=mdp.joint_vel, params={"joints": legs}, noise_std=1.0 * k, scale=0.05),
-            "wheel_vel": ObsTermCfg(func=mdp.joint_vel, params={"joints": wheels}, noise_std=1.0 * k, scale=0.05),
-            "last_action": ObsTermCfg(func=mdp.last_action),
         }
+        if wheels:
+            terms["wheel_vel"] = ObsTermCfg(func=mdp.joint_vel, params={"joints": wheels}, noise_std=1.0 * k, scale=0.05)
+        terms["last_action"] = ObsTermCfg(func=mdp.last_action)
+        return terms
 
     critic_terms = {
         **policy_terms(noise=False),
         "base_lin_vel": ObsTermCfg(func=loco.root_lin_vel_b),
-        "base_height": ObsTermCfg(func=loco.base_height, params=HEIGHT_PARAMS),
+        "base_height": ObsTermCfg(func=loco.base_height, params=dict(robot.height_params)),
     }
+    actions = {"legs": ActionTermCfg(cls=JointPositionAction, joints=legs, scale=0.25)}
+    if wheels:
+        actions["wheels"] = ActionTermCfg(cls=JointVelocityAction, joints=wheels, scale=8.0, use_default_offset=False)
     cfg = TaskCfg(
         scene=SceneCfg(
-            build=_scene_builder(with_arm),
-            default_joint_pos=wl.home_pose(with_arm),
-            camera="track",
+            build=robot.build,
+            default_joint_pos=dict(robot.default_joint_pos),
+            camera=robot.camera,
             terrain=TerrainCfg(kind="plane"),
         ),
         sim=SimCfg(physics_dt=0.005, decimation=4),
         num_envs=1024,
         episode_length_s=10.0,
-        actions={
-            "legs": ActionTermCfg(cls=JointPositionAction, joints=legs, scale=0.25),
-            "wheels": ActionTermCfg(cls=JointVelocityAction, joints=wheels, scale=8.0, use_default_offset=False),
-        },
+        actions=actions,
         commands={
             COMMAND: CommandTermCfg(
                 cls=loco.BaseVelocityCommand,
@@ -124,8 +203,8 @@ def make_wl_balance_cfg(play: bool = False, with_arm: bool = True) -> TaskCfg:
                 params={
                     "lin_vel_x_range": (0.0, 0.0),
                     "ang_vel_z_range": (0.0, 0.0),
-                    "height_range": (wl.NOMINAL_BASE_HEIGHT, wl.NOMINAL_BASE_HEIGHT),
-                    "default_height": wl.NOMINAL_BASE_HEIGHT,
+                    "height_range": (robot.nominal_height, robot.nominal_height),
+                    "default_height": robot.nominal_height,
                 },
             )
         },
@@ -137,7 +216,7 @@ def make_wl_balance_cfg(play: bool = False, with_arm: bool = True) -> TaskCfg:
             "track_lin_vel_x": RewardTermCfg(func=locomotion.track_lin_vel_x_exp, params={**cmd, "std": 0.25}, weight=2.0),
             "track_ang_vel_z": RewardTermCfg(func=locomotion.track_ang_vel_z_exp, params={**cmd, "std": 0.25}, weight=1.0),
             "track_height": RewardTermCfg(
-                func=locomotion.track_base_height_exp, params={**cmd, "std": 0.05, **HEIGHT_PARAMS}, weight=1.0
+                func=locomotion.track_base_height_exp, params={**cmd, "std": 0.05, **robot.height_params}, weight=1.0
             ),
             "terminated": RewardTermCfg(func=locomotion.is_terminated, weight=-200.0),
             "flat_orientation": RewardTermCfg(func=locomotion.flat_orientation_l2, weight=-5.0),
@@ -145,29 +224,30 @@ def make_wl_balance_cfg(play: bool = False, with_arm: bool = True) -> TaskCfg:
             "lin_vel_y": RewardTermCfg(func=locomotion.lin_vel_y_l2, weight=-0.5),
             "ang_vel_xy": RewardTermCfg(func=locomotion.ang_vel_xy_l2, weight=-0.05),
             "leg_mirror": RewardTermCfg(
-                func=locomotion.joint_mirror_l2, params={"left": legs[:2], "right": legs[2:]}, weight=-1.0
+                func=locomotion.joint_mirror_l2, params={"left": robot.mirror[0], "right": robot.mirror[1]}, weight=-1.0
             ),
             "leg_torque": RewardTermCfg(
-                func=locomotion.actuator_force_l2, params={"sensors": LEG_TORQUE_SENSORS}, weight=-2e-5
+                func=locomotion.actuator_force_l2, params={"sensors": robot.leg_torque_sensors}, weight=-2e-5
             ),
             "action_rate": RewardTermCfg(func=regularizers.action_rate_l2, weight=-0.01),
         },
         terminations={
-            "illegal_contact": TerminationTermCfg(func=loco.illegal_contact, params={"sensors": contact_sensors}),
+            "illegal_contact": TerminationTermCfg(func=loco.illegal_contact,
+                                                  params={"sensors": robot.ground_contact_sensors}),
             "bad_orientation": TerminationTermCfg(func=loco.bad_orientation, params={"limit_angle": 1.0}),
         },
         events={
             # Startup: one draw per world for the whole run.
-            "wheel_friction": EventTermCfg(
+            ("wheel_friction" if wheels else "foot_friction"): EventTermCfg(
                 func=loco.randomize_geom_friction,
                 mode="startup",
-                params={"geoms": ("left_wheel_collision", "right_wheel_collision"), "friction_range": (0.4, 1.2)},
+                params={"geoms": robot.foot_geoms, "friction_range": (0.4, 1.2)},
             ),
             "base_mass": EventTermCfg(
                 func=loco.randomize_body_mass_and_com,
                 mode="startup",
                 params={
-                    "body": wl.BASE_BODY,
+                    "body": robot.base_body,
                     "added_mass_range": (-1.0, 3.0),
                     "com_offset_range": {"x": (-0.03, 0.03), "y": (-0.02, 0.02), "z": (-0.02, 0.02)},
                 },
@@ -206,15 +286,10 @@ def make_wl_balance_cfg(play: bool = False, with_arm: bool = True) -> TaskCfg:
             ),
         },
         success=TermCfg(func=loco.survived),
-        # On the robot: stop by crouching (wheels brake within their deceleration limit, legs fold), then damp.
-        deploy=DeployCfg(held_joints=wl.arm_joints() if with_arm else (), stop_behavior="crouch",
-                         stop_pose=dict(wl.CROUCH_POSE), stop_time_s=wl.CROUCH_TIME_S),
+        deploy=robot.deploy,
     )
-    if with_arm:
-        # The arm is not driven by the policy: its servos hold the stowed pose (and the robot side holds it too).
-        cfg.events["arm_stowed"] = EventTermCfg(
-            func=loco.hold_default_pose, mode="reset", params={"joints": cfg.deploy.held_joints}
-        )
+    if not robot.mirror[0]:
+        del cfg.rewards["leg_mirror"]
     if play:
         cfg.num_envs = 16
     return cfg

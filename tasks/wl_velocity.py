@@ -3,8 +3,9 @@
 forward speed, yaw rate and base height on a grid of terrain (flat, rough, slopes, low steps).
 
 Built on `wl_balance` (same robot, observations, actions and domain randomisation); the arm, when
-present, holds its stowed pose. Two curricula run by default: terrain levels (promotion when an env
-covers at least half of its commanded distance, demotion on failure or < 25 %) and command ranges
+present, holds its stowed pose; the changes to the balance recipe are `make_velocity_recipe`, which
+the `velocity` task applies to any robot. Two curricula run by default: terrain levels (promotion when
+an env covers at least half of its commanded distance, demotion on failure or < 25 %) and command ranges
 (forward-speed range widens from ±1 m/s to ±1.5 m/s once its tracking reward passes 70 % of its
 maximum). `wl_velocity_bandit` swaps the level curriculum for the self-evolving bandit over terrain
 types. An episode succeeds when the robot survives 20 s with a mean speed error below 0.25 m/s.
@@ -34,17 +35,29 @@ LIN_VEL_X_LIMIT = (-1.5, 1.5)
 """Forward-speed command range the curriculum widens to [m/s]."""
 SUCCESS_MAX_SPEED_ERROR = 0.25
 """Mean |v - v_cmd| over an episode that still counts as tracking [m/s]."""
+HEIGHT_RANGE = (0.36, 0.48)
+"""Base height command range of the wheel-legged robot [m] (its legs reach ~0.30 ... 0.52 m)."""
 
 
 def make_wl_velocity_cfg(play: bool = False, with_arm: bool = True) -> TaskCfg:
-    cfg = make_wl_balance_cfg(play=play, with_arm=with_arm)
+    return make_velocity_recipe(make_wl_balance_cfg(play=play, with_arm=with_arm), HEIGHT_RANGE, play=play)
+
+
+def make_velocity_recipe(cfg: TaskCfg, height_range: tuple[float, float], play: bool = False) -> TaskCfg:
+    """Turn a balancing cfg (`make_balance_cfg`) into velocity tracking on terrain, in place.
+
+    Args:
+        cfg: The balance task of the robot.
+        height_range: Range of the base height command [m].
+    """
     cfg.episode_length_s = 20.0
     cfg.scene.terrain = TerrainCfg(kind="grid", num_levels=6, max_init_level=5 if play else 1)
 
     command = cfg.commands[COMMAND]
     command.resampling_time_range_s = (8.0, 12.0)
     command.params.update(
-        lin_vel_x_range=LIN_VEL_X_START, ang_vel_z_range=(-1.0, 1.0), height_range=(0.36, 0.48), standing_fraction=0.1
+        lin_vel_x_range=LIN_VEL_X_START, ang_vel_z_range=(-1.0, 1.0), height_range=tuple(height_range),
+        standing_fraction=0.1,
     )
     cfg.rewards["track_ang_vel_z"].params["std"] = 0.4
     cfg.rewards["track_height"].weight = 0.5
