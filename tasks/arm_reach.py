@@ -8,6 +8,8 @@ randomised per world, and each episode starts from a randomised pose.
 
 from __future__ import annotations
 
+import mujoco
+
 from batonlab.env import mdp
 from batonlab.env.actions import JointPositionAction
 from batonlab.env.cfg import (
@@ -35,12 +37,39 @@ TARGET_BOX_B = {"x_range": (0.25, 0.55), "y_range": (-0.3, 0.3), "z_range": (0.1
 SUCCESS_THRESHOLD = 0.03
 """Tool-centre point to target distance that counts as reached [m]."""
 
+GOAL_CAMERA_OFFSET = (0.1, -1.0, 0.15)
+"""Where the goal camera sits in the frame of arm6's shoulder link [m]: a metre to the side of the
+turning shoulder, level with it, so the arm is seen side-on whichever way it turns."""
+
+
+def make_arm_reach_spec():
+    """The table scene with a `goal_view` camera for progress rewards (`add_goal_camera`)."""
+    spec = make_table_arm_spec()
+    add_goal_camera(spec, "goal_view", mount="shoulder_link", goal="target")
+    return spec
+
+
+def add_goal_camera(spec, name: str, mount: str, goal: str, offset=GOAL_CAMERA_OFFSET, fovy: float = 40.0) -> None:
+    """A camera carried by body `mount` that always looks at body `goal` (MuJoCo's `targetbody` mode).
+
+    Why: a progress reward matches frames to ONE demonstration. Seen from a fixed camera, reaching a
+    goal on the left and one on the right are different pictures, and the demo reaches only one of
+    them; seen from this camera the goal stays in the middle and the arm comes at it side-on, so
+    frames of different goals at the same distance look alike. Measured on `arm_reach` (64 px,
+    held-out policy episodes, Spearman of the estimate against 1 - d(t)/d(0), 3 seeds): about 0.9 per
+    episode and 0.75 pooled, against 0.7 and 0.4 with the fixed `overview` camera.
+    """
+    camera = spec.body(mount).add_camera(name=name, pos=list(offset), fovy=fovy)
+    camera.mode = mujoco.mjtCamLight.mjCAMLIGHT_TARGETBODY
+    camera.targetbody = goal
+
 
 def make_arm_reach_cfg(play: bool = False) -> TaskCfg:
     joints = ARM_JOINTS
     ee_cmd = {"command": "ee_target", "sensor": "ee_pos_b"}
     cfg = TaskCfg(
-        scene=SceneCfg(build=make_table_arm_spec, default_joint_pos=home_pose(), camera="overview"),
+        scene=SceneCfg(build=make_arm_reach_spec, default_joint_pos=home_pose(), camera="overview",
+                       progress_camera="goal_view"),
         sim=SimCfg(physics_dt=0.005, decimation=4),
         num_envs=1024,
         episode_length_s=4.0,

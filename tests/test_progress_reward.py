@@ -71,7 +71,7 @@ def _rollouts(task: str, policy, episodes: int, seed: int) -> Rollouts:
 def progress_setup(arm_reach_policy, arm_lift_teacher, tmp_path_factory) -> ProgressSetup:
     """The encoder trained once for the module on both tasks: 8 random-action episodes of each (50
     frames each) and 48 policy episodes of each (one time-aligned group per task), all at 64 × 64;
-    a demo and 6 held-out policy episodes per task."""
+    a demo and 12 held-out policy episodes per task (arm_reach's through its goal camera)."""
     policies = {"arm_reach": arm_reach_policy.policy, "arm_lift": arm_lift_teacher.policy}
     root = tmp_path_factory.mktemp("progress")
     training, groups, demos, heldout = [], [], {}, {}
@@ -81,19 +81,22 @@ def progress_setup(arm_reach_policy, arm_lift_teacher, tmp_path_factory) -> Prog
         training += random_episodes + policy_episodes
         groups += [None] * len(random_episodes) + [group] * len(policy_episodes)
         demos[task] = save_demo(root / f"{task}_demo.npz", _rollouts(task, policy, 1, seed=3).frames[0])
-        heldout[task] = _rollouts(task, policy, 6, seed=4)
+        heldout[task] = _rollouts(task, policy, 12, seed=4)
     encoder = train_encoder(training, ENCODER, TRAIN, aligned_groups=groups, progress_bar=False)
     num_frames = sum(len(e) for e in training)
     path = save_encoder(root / "encoder.pt", encoder, list(policies), num_frames, TRAIN)
     return ProgressSetup(encoder, path, demos, heldout, num_frames)
 
 
-MIN_SPEARMAN = {"arm_lift": ("pooled", 0.8), "arm_reach": ("per-episode mean", 0.3)}
-"""What each task's estimate shows on held-out episodes. arm_lift meets the issue's 0.8 over all
-held-out frames pooled (one estimator, consistent across episodes). arm_reach does not: its policy
-is at the target within about 6 frames, the arm moves a few pixels at 64 × 64, and the estimate
-orders the frames of most single episodes (mean Spearman about 0.55-0.7 in development runs) but not
-the pooled frames (about 0.2-0.3); the bound asserted is the weaker one, below the issue's target."""
+MIN_SPEARMAN = {"arm_lift": {"pooled": 0.8, "per-episode mean": 0.8}, "arm_reach": {"pooled": 0.45, "per-episode mean": 0.3}}
+"""What each task's estimate shows on held-out episodes: Spearman of estimate and truth over all frames
+pooled (one scale across episodes) and within each episode (what the reward pays on: forward
+progress within an episode). arm_lift meets the issue's 0.8 on both (0.90 and 0.91 measured).
+arm_reach does not: it renders through its `goal_view` camera (the goal in the middle, the arm
+side-on), which lifted pooled Spearman from 0.21 (fixed overview camera: one demo's goal is not the
+held-out episodes' goals) to 0.65, per episode 0.51; an encoder trained on arm_reach alone reached
+0.73-0.87 pooled and 0.8-0.97 per episode over 4 seeds in development runs. The bounds guard what
+was measured here and stay below the issue's 0.8."""
 
 
 @pytest.mark.slow
@@ -113,8 +116,8 @@ def test_progress_estimate_ranks_heldout_frames_like_true_progress(progress_setu
           f"{spearman['per-episode mean']:.3f} ({' '.join(f'{s:.2f}' for s in per_episode)}); confident frames "
           f"{confident.mean():.2f} (pooled Spearman on them "
           f"{spearmanr(estimates.ravel()[confident], rollouts.progress.ravel()[confident]).statistic:.3f})")
-    kind, bound = MIN_SPEARMAN[task]
-    assert spearman[kind] >= bound, (kind, spearman)
+    for kind, bound in MIN_SPEARMAN[task].items():
+        assert spearman[kind] >= bound, (kind, spearman)
 
 
 # The reward term.
@@ -238,14 +241,34 @@ def test_demo_from_mp4_reads_like_its_npz(tmp_path, untrained_files):
 
 
 def test_demo_frames_match_themselves(untrained_files):
-    """Each demo frame is its own best match: progress is its index over the demo length, with full margin."""
+    """Each demo frame is its own best match, with full margin: its progress is its index over the demo
+    length (`demo_progress="index"`), or its share of the demo's embedding path (the default)."""
     encoder_path, demo_path = untrained_files
     frames = load_demo(demo_path)
     encoder = load_encoder(encoder_path)
     assert encoder.cfg == EncoderCfg()
-    progress, confidence = ProgressMatcher(encoder, frames, window=1).match(frames)
+    progress, confidence = ProgressMatcher(encoder, frames, window=1, demo_progress="index").match(frames)
     torch.testing.assert_close(progress, torch.linspace(0, 1, len(frames)))
     torch.testing.assert_close(confidence, torch.ones(len(frames)), atol=1e-3, rtol=0)
+    matcher = ProgressMatcher(encoder, frames, window=1)
+    torch.testing.assert_close(matcher.match(frames)[0], matcher.demo_progress)
+    assert matcher.demo_progress[0] == 0.0 and matcher.demo_progress[-1] == 1.0
+    assert torch.all(matcher.demo_progress.diff() >= 0.0)
+    with pytest.raises(ValueError, match="demo_progress 'time' is not one of"):
+        ProgressMatcher(encoder, frames, demo_progress="time")
+
+
+def test_a_demo_that_stands_still_gains_no_progress_meanwhile(untrained_files):
+    """Frames of a demo that pauses (the same picture repeated) share one progress: the pause is not
+    progress. By time index the paused frames would spread over a third of the demo."""
+    encoder_path, demo_path = untrained_files
+    frames = load_demo(demo_path)
+    paused = np.concatenate([frames[:3], np.repeat(frames[3:4], 4, axis=0), frames[4:]])
+    matcher = ProgressMatcher(load_encoder(encoder_path), paused)
+    pause = matcher.demo_progress[3:7]
+    torch.testing.assert_close(pause, pause[:1].expand(4))
+    index = ProgressMatcher(load_encoder(encoder_path), paused, demo_progress="index").demo_progress[3:7]
+    assert index[-1] - index[0] > 0.1
 
 
 def test_demo_from_a_bag_is_its_state_playback(tmp_path):

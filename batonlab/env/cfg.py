@@ -163,6 +163,11 @@ class SceneCfg:
     """Default joint positions by name [rad or m]; unnamed joints use the model's qpos0."""
     camera: str = "overview"
     """Camera used by `play` videos."""
+    progress_camera: str = ""
+    """Camera that frame-based learned rewards read (progress encoders, their demos, the reward term);
+    empty: `camera`. A camera that keeps the goal in the middle of the picture (`goal_view` of the
+    table scene) makes one demonstration serve every goal: what changes from frame to frame is
+    how far the robot is from the goal, not where the goal is."""
     terrain: TerrainCfg | None = None
     """Ground added to the scene (plane or level × type grid, `batonlab.terrain`); None: `build` brings its own."""
 

@@ -161,9 +161,15 @@ class BatonEnv:
     def get_observations(self) -> TensorDict:
         return self.obs
 
-    def render(self, env_ids=(0,), size: tuple[int, int] = (240, 320), effects: bool = True):
-        """RGB frames (len(env_ids), H, W, 3) uint8 from the scene's camera (`effects`: see `SimBackend.render`)."""
-        return self.sim.render(list(env_ids), self.cfg.scene.camera, size, effects=effects)
+    def render(self, env_ids=(0,), size: tuple[int, int] = (240, 320), effects: bool = True, camera: str | None = None):
+        """RGB frames (len(env_ids), H, W, 3) uint8 from `camera` (default: the scene's camera; `effects`: see
+        `SimBackend.render`)."""
+        return self.sim.render(list(env_ids), camera or self.cfg.scene.camera, size, effects=effects)
+
+    @property
+    def progress_camera(self) -> str:
+        """The camera frame-based learned rewards read (`SceneCfg.progress_camera`, else the scene's camera)."""
+        return self.cfg.scene.progress_camera or self.cfg.scene.camera
 
     def true_progress(self) -> torch.Tensor:
         """(num_envs,) the task's true progress in [0, 1] on the current state (`TaskCfg.progress`)."""

@@ -67,6 +67,10 @@ def load_demo(path: str | Path, size: int | None = None, bag_fps: float = 10.0) 
     return np.ascontiguousarray(frames, dtype=np.uint8)
 
 
+DEMO_PROGRESS = ("arclength", "index")
+"""How a demo frame's progress is measured: along the embedding path (default) or by its time index."""
+
+
 class ProgressMatcher:
     """Matches frames to one embedded demonstration.
 
@@ -74,16 +78,24 @@ class ProgressMatcher:
         encoder: A trained `ProgressEncoder` (its device is where matching runs).
         demo_frames: (T, H, W, 3) uint8 frames of the demo, start to success.
         window: Demo frames within ±`window` of the best match do not count as the runner-up of the margin.
-        soft_neighbors: Progress is the weighted mean index of the nearest `soft_neighbors` demo frames
+        soft_neighbors: Progress is the weighted mean progress of the nearest `soft_neighbors` demo frames
             (1: the plain argmin), weights falling by 1/e per 5 % of extra distance relative to the best
             match: a query between two demo frames lands between them instead of jumping.
+        demo_progress: A demo frame's progress: "arclength" (default), its share of the demo's path in
+            embedding space, so that a demo that pauses or lingers at the goal does not count the
+            waiting as progress; "index", its time index over (T - 1).
     """
 
-    def __init__(self, encoder: ProgressEncoder, demo_frames: np.ndarray, window: int = 3, soft_neighbors: int = 3):
+    def __init__(self, encoder: ProgressEncoder, demo_frames: np.ndarray, window: int = 3, soft_neighbors: int = 3,
+                 demo_progress: str = "arclength"):
+        if demo_progress not in DEMO_PROGRESS:
+            raise ValueError(f"demo_progress '{demo_progress}' is not one of {list(DEMO_PROGRESS)}")
         self.encoder = encoder
         self.demo = encoder.embed(demo_frames)
         """(T, D) demo embeddings."""
         self.length = len(self.demo)
+        self.demo_progress = _demo_progress(self.demo, demo_progress)
+        """(T,) progress of each demo frame, 0 at the first and 1 at the last."""
         self.window = window
         self.soft_neighbors = max(1, min(soft_neighbors, self.length))
         self.device = self.demo.device
@@ -95,7 +107,7 @@ class ProgressMatcher:
         Args:
             frames: (N, H, W, 3) uint8 (numpy or torch).
         Returns:
-            progress: (N,) in [0, 1], matched index over (T - 1).
+            progress: (N,) in [0, 1], progress of the matched demo frames (`demo_progress`).
             confidence: (N,) match margin in [0, 1] (see the module docstring).
         """
         return self.match_embeddings(self.encoder.embed(frames))
@@ -114,11 +126,23 @@ class ProgressMatcher:
         # A neighbour 5 % farther than the best match weighs 1/e of it; an exact match (distance 0) alone counts.
         relative = near_distance / near_distance[:, :1].clamp(min=1e-6) - 1.0
         weights = torch.softmax(-relative / 0.05, dim=1)
-        progress = (weights * near.float()).sum(dim=1) / max(self.length - 1, 1)
+        progress = (weights * self.demo_progress[near]).sum(dim=1)
         return progress, confidence
 
 
 # Private functions.
+
+
+def _demo_progress(embeddings: torch.Tensor, kind: str) -> torch.Tensor:
+    """Progress of each demo frame: its index over (T - 1), or the embedding path length up to it over
+    the whole path. The path length does not count time the demo spends standing still (at the goal,
+    or waiting): frames that look alike get alike progress, wherever they fall in time."""
+    length = len(embeddings)
+    if kind == "index" or length < 2:
+        return torch.arange(length, device=embeddings.device, dtype=torch.float32) / max(length - 1, 1)
+    steps = (embeddings[1:] - embeddings[:-1]).norm(dim=1)
+    path = torch.cat([steps.new_zeros(1), steps.cumsum(0)])
+    return path / path[-1].clamp(min=1e-12)
 
 
 def _npz_frames(path: Path) -> np.ndarray:
@@ -165,6 +189,6 @@ def _bag_frames(path: Path, size: int, fps: float) -> np.ndarray:
     except BagError as err:
         raise DemoError(f"demo {path}: {err}") from None
     try:
-        return np.stack(playback_frames(log, env, size=(size, size), fps=fps, effects=False))
+        return np.stack(playback_frames(log, env, size=(size, size), fps=fps, effects=False, camera=env.progress_camera))
     finally:
         env.close()
