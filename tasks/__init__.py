@@ -164,6 +164,7 @@ def _load_builtin_tasks() -> None:
         arm_push_grasp,
         arm_reach,
         reach,
+        velocity,
         wl_balance,
         wl_loco_manip,
         wl_velocity,
