@@ -16,9 +16,18 @@ good start), on the command line::
     batonlab train task=reach robot=my_arm.yaml env.commands.ee_target.params.x_range=[0.15,0.35] \\
         env.commands.ee_target.params.y_range=[-0.2,0.2] env.commands.ee_target.params.z_range=[0.05,0.3]
 
-or in Python with `cfg.commands["ee_target"].params.update(x_range=(0.15, 0.35), ...)`. A run folder
-records the robot, so play and export rebuild it; like every `env.` override, the box must be given
-again to them and to the sim robot.
+A run folder records the robot, so play and export rebuild it; `env.` overrides are not recorded, so
+give them again to play and export. For a box that travels everywhere, the sim robot of
+`batonlab deploy --sim` included, write a task factory and name it as the task::
+
+    from batonlab.tasks.reach import make_reach_agent_cfg as make_my_reach_agent_cfg, make_reach_cfg
+
+    def make_my_reach_cfg(play: bool = False):      # in my_pkg/my_reach.py, installed or on PYTHONPATH
+        cfg = make_reach_cfg(play=play, robot="/path/to/my_arm.yaml")
+        cfg.commands["ee_target"].params.update(x_range=(0.15, 0.35), y_range=(-0.2, 0.2), z_range=(0.05, 0.3))
+        return cfg
+
+    batonlab train task=my_pkg.my_reach:make_my_reach_cfg
 """
 
 from __future__ import annotations

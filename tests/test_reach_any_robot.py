@@ -27,9 +27,23 @@ URDF_JOINTS = tuple(j["name"] for j in ARM_JOINTS)
 ARM6_YAML = asset_path("arm6", "arm6.yaml")
 
 
+WRIST_ARMATURE = 0.02
+"""Armature of the elbow and wrist joints in the reach description of the URDF arm [kg·m²] (arm6's value)."""
+
+
 @pytest.fixture
 def urdf_arm(tmp_path) -> Path:
-    return write_urdf_arm(tmp_path / "robot")
+    """The URDF arm's description as a reach task needs it: `robot_files`' description with rotor inertia on
+    the elbow and wrist joints. Without it (armature 0) the wrist servos are unstable at the 5 ms physics
+    step: kd·dt/I = 2 N·m·s/rad · 5 ms / 2e-4 kg·m² ≈ 50 for wrist_roll (1.8 for wrist_pitch), so MuJoCo's
+    explicit actuator damping drives them into a limit cycle at the torque limit."""
+    written = write_urdf_arm(tmp_path / "robot")
+    raw = yaml.safe_load(written.read_text())
+    assert raw["actuators"][1]["joints"] == ["elbow", "wrist_.*"] and raw["actuators"][1]["armature"] == 0.0
+    raw["actuators"][1]["armature"] = WRIST_ARMATURE
+    path = written.with_name("test_arm_reach.yaml")
+    path.write_text(yaml.safe_dump(raw))
+    return path
 
 
 def _env(task: str, robot=None, num_envs: int = 4, play: bool = False, seed: int = 0) -> BatonEnv:
@@ -81,10 +95,14 @@ def test_reach_builds_the_urdf_arm_and_steps(urdf_arm):
         np.testing.assert_allclose(env.sim.sensor("ee_pos_b")[0].numpy(), tool_position(home), atol=1e-5)
         env.reset()
         start = env.sim.sensor("ee_pos_b").clone()
-        for _ in range(20):
+        for _ in range(50):
             _, reward, terminated, truncated, extras = env.step(torch.full((4, 5), 0.5))
         assert torch.isfinite(reward).all() and not terminated.any()
         assert (env.sim.sensor("ee_pos_b") - start).norm(dim=1).min() > 0.05  # the actions move the tool
+        # The servos settle on their targets (1 s at a constant action): no limit cycle, no drift.
+        arm = env.action_manager.terms["arm"]
+        settled = env.sim.qpos[:, arm.qpos_adr] - arm.processed_actions
+        assert settled.abs().max() < 0.1 and env.sim.qvel[:, arm.dof_adr].abs().max() < 0.05
     finally:
         env.close()
 
@@ -127,6 +145,32 @@ def test_sim_robot_runs_reach_over_the_urdf_arm(urdf_arm):
     sim = sim_robot_on_seeds("reach", hold_still("reach", str(urdf_arm)), seeds, robot=str(urdf_arm))
     assert sim.lengths.tolist() == play.lengths.tolist() == [200, 200, 200]
     assert sim.successes.tolist() == play.successes.tolist()
+
+
+def test_a_reach_factory_carries_its_box_to_the_sim_robot(urdf_arm, tmp_path, monkeypatch):
+    """The documented way to a box that travels everywhere (reach.py): a task factory naming robot and
+    box, given as the task (`task=<module>:<factory>`); the sim robot builds it by that name."""
+    from ros.training import SimRobot
+
+    box = {"x_range": (0.2, 0.4), "y_range": (-0.2, 0.2), "z_range": (0.1, 0.3)}
+    (tmp_path / "my_reach.py").write_text(
+        "from batonlab.tasks.reach import make_reach_agent_cfg as make_my_reach_agent_cfg, make_reach_cfg\n\n\n"
+        "def make_my_reach_cfg(play=False):\n"
+        f"    cfg = make_reach_cfg(play=play, robot={str(urdf_arm)!r})\n"
+        f"    cfg.commands['ee_target'].params.update({box!r})\n"
+        "    return cfg\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    task = "my_reach:make_my_reach_cfg"
+    assert get_task(task).make_agent_cfg().experiment_name == "reach"  # the sibling: reach's training settings
+    robot = SimRobot(task, seed=3)
+    try:
+        assert robot.command_joints == list(URDF_JOINTS)
+        for _ in range(8):  # arm_reach's box would put one of 8 targets outside this one (p ≈ 1 - 2e-6)
+            robot.next_episode()
+            target = robot.command("ee_target")
+            assert all(low <= x <= high for x, (low, high) in zip(target, box.values())), target
+    finally:
+        robot.close()
 
 
 # Errors.
@@ -195,8 +239,9 @@ SEEDS = range(1000, 1016)
 
 @pytest.mark.slow
 def test_urdf_arm_reach_trains_exports_and_runs_sim_to_sim(urdf_arm, tmp_path):
-    """`batonlab train task=reach robot=test_arm.yaml` from scratch (1024 envs × 24 steps × 80 iterations,
-    about 2.5 min on 2 idle cores) reaches ≥ 80 % of play's targets; `batonlab export run_dir=…` rebuilds the
+    """`batonlab train task=reach robot=test_arm_reach.yaml` from scratch (1024 envs × 24 steps × 80 iterations,
+    arm_reach's fixture budget: about 2 min on 2 idle cores for arm_reach, whose steps cost as much; 11 min
+    with the two cores shared, success 1.0) reaches ≥ 80 % of play's targets; `batonlab export run_dir=…` rebuilds the
     robot from the run folder; over ROS 2 (sim_robot_node over the same robot ↔ policy_node) the export
     succeeds about as often as play on the same seeds."""
     from batonlab.cli import export

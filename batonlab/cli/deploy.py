@@ -119,7 +119,8 @@ def run_sim_to_sim(export_dir: Path, task: str, seed: int = 0, num_episodes: int
     results_file = results_file or (out_dir / f"results_seed{seed}.json")
     results_file.unlink(missing_ok=True)
     robot_params, wiring = _robot_wiring(export_dir)
-    sim, sim_log = _start_node("sim_robot_node", {"task": task, "robot": robot or "", "seed": seed,
+    # `-p robot:=` with an empty value does not parse: the node's default ("": the task's own robot) stands.
+    sim, sim_log = _start_node("sim_robot_node", {"task": task, **({"robot": robot} if robot else {}), "seed": seed,
                                                   "num_episodes": num_episodes, "results_file": str(results_file),
                                                   **robot_params}, env, log_dir)
     policy, policy_log = _start_node("policy_node", {"manifest": str(export_dir), **wiring, **(policy_params or {})},
