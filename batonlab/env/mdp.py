@@ -46,10 +46,14 @@ def sensor(env, name: str) -> torch.Tensor:
 
 
 def reset_joints_uniform(env, env_ids: torch.Tensor, joints: tuple[str, ...], position_range: tuple[float, float]) -> None:
-    """Offset the reset pose of `joints` by U(position_range), clipped to the joint limits [rad or m]."""
+    """Offset the reset pose of `joints` by U(position_range), clipped to the joint limits of limited joints
+    [rad or m] (a continuous joint, whose range MuJoCo leaves at (0, 0), is not clipped)."""
     adr = env.scene.qpos_adr(joints)
     ids = env.scene.joint_ids(joints)
-    limits = torch.as_tensor(env.scene.model.jnt_range[ids], dtype=torch.float32, device=env.device)
+    model = env.scene.model
+    limited = torch.as_tensor(model.jnt_limited[ids].astype(bool), device=env.device)
+    limits = torch.as_tensor(model.jnt_range[ids], dtype=torch.float32, device=env.device)
+    limits = torch.where(limited[:, None], limits, torch.tensor([-torch.inf, torch.inf], device=env.device))
     offsets = env.uniform((len(env_ids), len(joints)), *position_range)
     rows = env.reset_qpos[env_ids]
     rows[:, adr] = (rows[:, adr] + offsets).clamp(limits[:, 0], limits[:, 1])

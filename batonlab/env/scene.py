@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from batonlab.env.cfg import SceneCfg, SimCfg
+from batonlab.env.servo_stability import check_servo_stability
 from batonlab.robots.assets import compile_spec
 from batonlab.terrain import Terrain, build_terrain
 
@@ -22,6 +23,7 @@ class Scene:
         self.terrain: Terrain | None = build_terrain(cfg.terrain, spec) if cfg.terrain is not None else None
         spec.option.timestep = sim.physics_dt
         self.model: mujoco.MjModel = compile_spec(spec)
+        check_servo_stability(self.model)
         m = self.model
         self.joint_names = [m.joint(j).name for j in range(m.njnt)]
         self.actuator_names = [m.actuator(a).name for a in range(m.nu)]
