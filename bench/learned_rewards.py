@@ -64,7 +64,7 @@ def build_counts(out: Path) -> dict:
     return {"params": {"function": str(path)}, "seconds": time.perf_counter() - start}
 
 
-def build_progress(out: Path, seed: int) -> dict:
+def build_progress(out: Path, seed: int, render_every: int = 4, num_rendered: int = 16) -> dict:
     """A dense-reward arm_reach policy gives the one demonstration; the encoder learns from rollouts of two tasks."""
     from batonlab.cli.reward_progress import ProgressOptions, fit
 
@@ -78,7 +78,8 @@ def build_progress(out: Path, seed: int) -> dict:
     options = ProgressOptions(tasks=["arm_reach", "arm_lift"], policy=str(run_dir), demo_out=str(out / "demo.npz"),
                               out=str(out / "encoder.pt"), seed=seed)
     fit(options)
-    return {"params": {"encoder": options.out, "demo": options.demo_out}, "seconds": time.perf_counter() - start}
+    return {"params": {"encoder": options.out, "demo": options.demo_out, "render_every": render_every,
+                       "num_rendered": num_rendered}, "seconds": time.perf_counter() - start}
 
 
 def term_cfg(variant: str, params: dict) -> tuple[str, RewardTermCfg]:
@@ -152,10 +153,12 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
     parser.add_argument("--out", type=Path, default=Path("bench_results/learned_rewards"))
+    parser.add_argument("--progress-render", type=int, nargs=2, default=(4, 16), metavar=("EVERY", "ENVS"),
+                        help="the progress reward renders ENVS envs every EVERY control steps")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     builders = {"potential": lambda: build_potential(args.out), "counts": lambda: build_counts(args.out),
-                "progress": lambda: build_progress(args.out, args.seeds[0])}
+                "progress": lambda: build_progress(args.out, args.seeds[0], *args.progress_render)}
     built = {}
     for variant in args.variants:
         if variant in builders:
