@@ -48,6 +48,7 @@ from deploy_ros.command_outputs import CommandOutputs
 from deploy_ros.node_inputs import PolicyInputs
 from deploy_ros.node_params import RefusedToStart, cmd_vel_command, declare_parameters, load_policy_manifest, safety_cfg
 from deploy_ros.node_recording import open_recorder
+from deploy_ros.stop_signal import stop_through_rclpy
 
 __all__ = ["PolicyNode", "RefusedToStart", "main"]
 
@@ -275,6 +276,7 @@ def _fmt(value) -> str:
 
 def main(args=None) -> int:
     """Entry point; exit code 0 on SIGINT/shutdown, 2 when the node refuses to start."""
+    stop_through_rclpy()
     rclpy.init(args=args)
     node = None
     code = 0
@@ -304,6 +306,7 @@ def main(args=None) -> int:
         if rclpy.ok():
             raise
     finally:
+        stop_through_rclpy()  # rclpy restored the default handler at shutdown: a second Ctrl-C must not cut the cleanup
         if node is not None:
             node.destroy_node()
         rclpy.try_shutdown()

@@ -86,6 +86,7 @@ from trajectory_msgs.msg import JointTrajectory
 
 from deploy_ros.messages import TWIST_FIELDS, command_to_twist, pose_to_msg, vector_to_msg
 from deploy_ros.sim_robot import ConfigError, SimRobot
+from deploy_ros.stop_signal import stop_through_rclpy
 
 PARAMETERS = {
     "task": "arm_reach",
@@ -345,6 +346,7 @@ def _quaternion(wxyz) -> Quaternion:
 
 def main(args=None) -> int:
     """Entry point; exit code 0 when done or stopped, 2 when the configuration cannot run."""
+    stop_through_rclpy()
     rclpy.init(args=args)
     node = None
     code = 0
@@ -362,6 +364,7 @@ def main(args=None) -> int:
         if rclpy.ok():
             raise
     finally:
+        stop_through_rclpy()  # rclpy restored the default handler at shutdown: a second Ctrl-C must not cut the cleanup
         if node is not None:
             node.write_state_file()
             node.robot.close()

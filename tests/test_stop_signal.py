@@ -1,0 +1,75 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The deploy nodes stop on SIGINT through rclpy alone: no KeyboardInterrupt is raised anywhere (one
+raised inside a finaliser once printed a traceback from a clean stop of sim_robot_node)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytest.importorskip("rclpy", reason="needs rclpy: pip install batonlab[ros]")
+
+from batonlab.cli.deploy import ros_environment  # noqa: E402
+from ros.nodes import NodeProcess, new_domain_id  # noqa: E402
+
+SPINNER = """
+import sys, rclpy
+from rclpy.executors import ExternalShutdownException
+from rclpy.task import Future
+from deploy_ros.stop_signal import stop_through_rclpy
+
+if sys.argv[2] == "stop_through_rclpy":
+    stop_through_rclpy()
+rclpy.init(domain_id=int(sys.argv[1]))
+node = rclpy.create_node("stop_signal_test")
+node.create_timer(0.005, lambda: None)
+print("spinning", flush=True)
+try:
+    rclpy.spin_until_future_complete(node, Future())
+except ExternalShutdownException:
+    print("stopped by rclpy", flush=True)
+except KeyboardInterrupt:
+    print("KeyboardInterrupt", flush=True)
+node.destroy_node()
+rclpy.try_shutdown()
+"""
+
+
+@pytest.mark.parametrize("handler", ["stop_through_rclpy", "python default"])
+def test_sigint_reaches_the_spin_as_a_shutdown_not_a_keyboard_interrupt(handler):
+    """With the nodes' handler, SIGINT ends the spin as rclpy's shutdown; with Python's default it raises
+    KeyboardInterrupt, which can land anywhere (the control case shows the test can tell them apart)."""
+    domain = new_domain_id()
+    process = subprocess.Popen([sys.executable, "-c", SPINNER, str(domain), handler], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, env=ros_environment(domain))
+    assert process.stdout.readline().strip() == "spinning"
+    time.sleep(0.3)
+    process.send_signal(signal.SIGINT)
+    output, _ = process.communicate(timeout=30)
+    assert process.returncode == 0, output
+    if handler == "stop_through_rclpy":
+        assert "stopped by rclpy" in output and "KeyboardInterrupt" not in output, output
+    else:
+        assert "KeyboardInterrupt" in output, output
+
+
+def test_sim_robot_node_stops_on_sigint_with_exit_0_and_no_traceback(tmp_path):
+    state_file = tmp_path / "state.npz"
+    node = NodeProcess("sim_robot_node", new_domain_id(), tmp_path,
+                       params={"task": "arm_reach", "num_episodes": 0, "warmup_s": 0.2, "state_file": str(state_file)})
+    deadline = time.monotonic() + 120
+    while "joints at" not in node.output:  # its start-up line: the physics timer runs from here
+        assert time.monotonic() < deadline and node.process.poll() is None, node.output
+        time.sleep(0.1)
+    time.sleep(1.0)
+    node.process.send_signal(signal.SIGINT)
+    code = node.wait(60)
+    output = node.output
+    node.stop()
+    assert code == 0, output
+    assert "Traceback" not in output and "KeyboardInterrupt" not in output, output
+    assert state_file.exists(), "the cleanup ran to its end"
