@@ -82,8 +82,11 @@ class ProgressMatcher:
             (1: the plain argmin), weights falling by 1/e per 5 % of extra distance relative to the best
             match: a query between two demo frames lands between them instead of jumping.
         demo_progress: A demo frame's progress: "arclength" (default), its share of the demo's path in
-            embedding space, so that a demo that pauses or lingers at the goal does not count the
-            waiting as progress; "index", its time index over (T - 1).
+            embedding space, so that repeated frames (a demo that pauses) share one progress; "index",
+            its time index over (T - 1). Neither fixes a demo with a long tail of holding still: the
+            embedding's small frame-to-frame jitter adds up along the tail (a 199-frame arm_reach
+            episode reached 0.36 by its 10th frame and climbed to 1 over the rest). Cut demos where
+            the task is done.
     """
 
     def __init__(self, encoder: ProgressEncoder, demo_frames: np.ndarray, window: int = 3, soft_neighbors: int = 3,
@@ -135,8 +138,7 @@ class ProgressMatcher:
 
 def _demo_progress(embeddings: torch.Tensor, kind: str) -> torch.Tensor:
     """Progress of each demo frame: its index over (T - 1), or the embedding path length up to it over
-    the whole path. The path length does not count time the demo spends standing still (at the goal,
-    or waiting): frames that look alike get alike progress, wherever they fall in time."""
+    the whole path, under which identical frames get identical progress wherever they fall in time."""
     length = len(embeddings)
     if kind == "index" or length < 2:
         return torch.arange(length, device=embeddings.device, dtype=torch.float32) / max(length - 1, 1)
