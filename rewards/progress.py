@@ -40,10 +40,14 @@ class ProgressReward:
         num_rendered: Envs rendered per call.
         size: Render size [pixels] (None: the encoder's input size; other sizes are resized to it).
         confidence_threshold: Minimum match margin (`progress_matcher`) for an estimate to pay.
+        restart_on: Name of a command (e.g. `ee_target`) whose resampling starts a new attempt: the
+            envs whose command changed start again from no progress, as at a reset. Without it a task
+            that redraws its goal mid-episode (arm_reach: every 2 s) could never be paid for reaching
+            the second goal, since the best progress of the first already stands.
     """
 
     def __init__(self, env, encoder: str = "", demo: str = "", render_every: int = 4, num_rendered: int = 16,
-                 size: int | None = None, confidence_threshold: float = 0.1):
+                 size: int | None = None, confidence_threshold: float = 0.1, restart_on: str | None = None):
         self.off = not encoder and not demo
         """Both paths empty: the term is carried switched off and returns zeros (a task switches it on
         with `env.rewards.<name>.params.encoder=... demo=...`)."""
@@ -66,6 +70,8 @@ class ProgressReward:
         """(num_envs,) match margin of that estimate."""
         self.best = torch.zeros(env.num_envs, device=env.device)
         """(num_envs,) highest confident progress of the episode so far."""
+        self.restart_on = restart_on
+        self._goal = env.command_manager.command(restart_on).clone() if restart_on else None
         self.last_confidence_rate = 0.0
         """Fraction of the envs rendered last time whose match was confident (for logs)."""
         self._steps = 0
@@ -75,6 +81,11 @@ class ProgressReward:
         reward = torch.zeros(env.num_envs, device=env.device)
         if self.off:
             return reward
+        if self._goal is not None:
+            goal = env.command_manager.command(self.restart_on)
+            restarted = (goal != self._goal).any(dim=1)
+            self.best[restarted] = 0.0
+            self._goal.copy_(goal)
         step, self._steps = self._steps, self._steps + 1
         if step % self.render_every:
             return reward

@@ -149,7 +149,8 @@ def make_arm_reach_sparse_cfg(play: bool = False) -> TaskCfg:
         "potential": RewardTermCfg(func=learned.PotentialShaping, params={"potential": "", "gamma": 0.99}, weight=1.0),
         "count_bonus": RewardTermCfg(func=learned.ProgressCountBonus, params={"function": "", "beta": 20.0, "bins": 20},
                                      weight=1.0),
-        "progress": RewardTermCfg(func=progress.ProgressReward, params={"encoder": "", "demo": ""}, weight=5.0),
+        "progress": RewardTermCfg(func=progress.ProgressReward, params={"encoder": "", "demo": "", "restart_on": "ee_target"},
+                                   weight=5.0),
     }
     return cfg
 

@@ -190,6 +190,39 @@ def test_progress_reward_ignores_unconfident_matches(untrained_files):
     env.close()
 
 
+def test_progress_reward_restarts_when_the_goal_is_redrawn(untrained_files):
+    """With `restart_on`, an env whose command is redrawn mid-episode starts again from no progress (its
+    next estimate is paid in full); envs whose goal stands keep their best. Without it the best stands."""
+    for restart_on in ("ee_target", None):
+        env = _reach_env_with_progress(*untrained_files, render_every=1, num_rendered=6, confidence_threshold=0.0,
+                                       restart_on=restart_on)
+        term = env.reward_manager.terms["progress"]
+        generator = torch.Generator().manual_seed(1)
+        env.reset()
+        for _ in range(12):  # until every env has been paid some progress (20 steps to the time-out)
+            env.step(torch.randn(env.num_envs, env.num_actions, generator=generator))
+            if torch.all(term.best > 0.0):
+                break
+        assert torch.all(term.best > 0.0)
+        redrawn = torch.tensor([0, 2])
+        env.command_manager.terms["ee_target"].time_left[redrawn] = 0.0  # redrawn at the end of the next step
+        env.step(torch.zeros(env.num_envs, env.num_actions))
+        best_before = term.best.clone()
+        _, reward, terminated, truncated, _ = env.step(torch.zeros(env.num_envs, env.num_actions))
+        assert not torch.any(terminated | truncated)
+        kept = torch.ones(env.num_envs, dtype=torch.bool)
+        kept[redrawn] = False
+        if restart_on:
+            torch.testing.assert_close(reward[redrawn], term.progress[redrawn], msg="a new goal is paid from zero")
+            torch.testing.assert_close(term.best[redrawn], term.progress[redrawn])
+        else:
+            torch.testing.assert_close(reward[redrawn], (term.progress[redrawn] - best_before[redrawn]).clamp(min=0.0))
+            assert torch.all(term.best[redrawn] >= best_before[redrawn])
+        torch.testing.assert_close(reward[kept], (term.progress[kept] - best_before[kept]).clamp(min=0.0))
+        assert torch.all(term.best[kept] >= best_before[kept]), "envs whose goal stands keep their best"
+        env.close()
+
+
 # Unusable files.
 
 
