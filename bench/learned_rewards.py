@@ -64,7 +64,8 @@ def build_counts(out: Path) -> dict:
     return {"params": {"function": str(path)}, "seconds": time.perf_counter() - start}
 
 
-def build_progress(out: Path, seed: int, render_every: int = 4, num_rendered: int = 16) -> dict:
+def build_progress(out: Path, seed: int, render_every: int = 4, num_rendered: int = 16,
+                   confidence_threshold: float = 0.5) -> dict:
     """A dense-reward arm_reach policy gives the one demonstration; the encoder learns from rollouts of two tasks."""
     from batonlab.cli.reward_progress import ProgressOptions, fit
 
@@ -82,7 +83,8 @@ def build_progress(out: Path, seed: int, render_every: int = 4, num_rendered: in
                               demo_out=str(out / "demo.npz"), out=str(out / "encoder.pt"), seed=seed)
     fit(options)
     return {"params": {"encoder": options.out, "demo": options.demo_out, "render_every": render_every,
-                       "num_rendered": num_rendered, "restart_on": "ee_target"}, "seconds": time.perf_counter() - start}
+                       "num_rendered": num_rendered, "restart_on": "ee_target",
+                       "confidence_threshold": confidence_threshold}, "seconds": time.perf_counter() - start}
 
 
 def term_cfg(variant: str, params: dict) -> tuple[str, RewardTermCfg]:
@@ -158,10 +160,13 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("bench_results/learned_rewards"))
     parser.add_argument("--progress-render", type=int, nargs=2, default=(4, 16), metavar=("EVERY", "ENVS"),
                         help="the progress reward renders ENVS envs every EVERY control steps")
+    parser.add_argument("--progress-confidence", type=float, default=0.5,
+                        help="the progress reward pays estimates whose match margin is at least this")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     builders = {"potential": lambda: build_potential(args.out), "counts": lambda: build_counts(args.out),
-                "progress": lambda: build_progress(args.out, args.seeds[0], *args.progress_render)}
+                "progress": lambda: build_progress(args.out, args.seeds[0], *args.progress_render,
+                                                   args.progress_confidence)}
     built = {}
     for variant in args.variants:
         if variant in builders:
