@@ -230,6 +230,37 @@ def test_cli_robot_is_recorded_and_read_back(urdf_arm, tmp_path, monkeypatch):
         check_run_robot(inv.top, run_dir)
 
 
+def test_a_bag_of_the_urdf_arm_replays_on_the_urdf_arm(urdf_arm, tmp_path):
+    """`play record=` names the robot file in each bag; replay rebuilds that robot. A bag whose robot is
+    unknown or missing is refused: replaying it into arm6 would leave every logged joint unmatched."""
+    from batonlab.cli.play import _recorder
+    from batonlab.logs.bag_reader import BagError, open_bag
+    from batonlab.logs.playback import playback_frames
+    from batonlab.logs.replay_env import make_replay_env
+    from batonlab.rl.evaluate import evaluate
+
+    inv = build_invocation(["task=reach", f"robot={urdf_arm}", f"record={tmp_path / 'bags'}"], play=True)
+    inv.task.num_envs, inv.task.episode_length_s = 1, 0.4
+    env = BatonEnv(inv.task)
+    recorder = _recorder(inv, env, tmp_path, tmp_path / "model_0.pt")
+    evaluate(env, lambda obs: 0.5 * torch.ones(1, env.num_actions), progress=False, step_callback=recorder)
+    bag = recorder.close()[0]
+    env.close()
+    log = open_bag(bag)
+    assert log.metadata["robot_file"] == str(urdf_arm)
+    replay = make_replay_env(log)
+    assert tuple(replay.action_manager.terms["arm"].joint_names) == URDF_JOINTS
+    frames = playback_frames(log, replay, size=(32, 32), fps=10.0, effects=False)
+    assert np.abs(frames[-1].astype(float) - frames[0]).mean() > 0.5, "the logged joints move the URDF arm"
+    replay.close()
+    del log.metadata["robot_file"]  # a bag that does not say: the task's default robot, arm6
+    with pytest.raises(BagError, match="acts on joints the bag does not log"):
+        make_replay_env(log)
+    log.metadata["robot_file"] = str(tmp_path / "moved.yaml")
+    with pytest.raises(BagError, match="moved.yaml, which does not exist here"):
+        make_replay_env(log)
+
+
 # Slow: train, export, sim-to-sim.
 
 

@@ -83,6 +83,8 @@ def _recorder(inv: Invocation, env, run_dir: Path, ckpt: Path):
     from batonlab.logs.sim_recorder import EpisodeRecorder
 
     metadata = {"seed": int(inv.top.seed), "checkpoint": str(ckpt), "run_dir": str(run_dir)}
+    if inv.top.robot:
+        metadata["robot_file"] = inv.top.robot  # replay rebuilds this robot (`make_replay_env`)
     export_dir = run_dir / "exported"
     manifest_path = export_dir / "manifest.json"
     if manifest_path.is_file():

@@ -9,6 +9,8 @@ drives the world.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import mujoco
 import numpy as np
 import torch
@@ -30,14 +32,21 @@ def task_of(log: BagLog, task: str | None = None) -> str:
     return task
 
 
-def make_replay_env(log: BagLog, task: str | None = None, physics: str = "logged", seed: int = 0) -> BatonEnv:
+def make_replay_env(log: BagLog, task: str | None = None, physics: str = "logged", seed: int = 0,
+                    robot: str | None = None) -> BatonEnv:
     """One world of the bag's task (play configuration) with the requested physics parameters.
 
     Startup randomisation runs only for `physics="randomized"`; otherwise every randomisable model
     parameter (`sim_recorder.PARAM_FIELDS`, also those a reset event drew) is the nominal model's,
     and with "logged" the parameters stored in the bag are written over them.
+
+    A task over any robot (`reach`, `velocity`) is built over `robot`, a robot description file,
+    by default the one the bag's metadata names (`robot_file`, written by `batonlab play record=`
+    for a run trained with `robot=`). The bag must log every joint the task acts on: a bag of
+    another robot is refused rather than replayed into this one with its joints left at rest.
     """
-    from batonlab.tasks import get_task, list_tasks
+    from batonlab.robots.description import RobotDescriptionError
+    from batonlab.tasks import TaskRobotError, get_task, list_tasks
 
     if physics not in PHYSICS_MODES:
         raise ValueError(f"physics must be one of {PHYSICS_MODES}, got {physics!r}")
@@ -46,13 +55,27 @@ def make_replay_env(log: BagLog, task: str | None = None, physics: str = "logged
         entry = get_task(name)
     except KeyError:
         raise BagError(f"{log.path}: task '{name}' is not registered; valid tasks: {[t.name for t in list_tasks()]}") from None
-    cfg = entry.make_cfg(play=True)
+    robot = robot or log.metadata.get("robot_file")
+    if robot and not Path(robot).is_file():
+        raise BagError(f"{log.path}: recorded on the robot described by {robot}, which does not exist here")
+    try:
+        cfg = entry.make_cfg(play=True, robot=robot) if robot else entry.make_cfg(play=True)
+    except (TaskRobotError, RobotDescriptionError, FileNotFoundError) as err:
+        raise BagError(f"{log.path}: cannot build task '{name}' over robot {robot}: {err}") from None
     cfg.num_envs = 1
     cfg.seed = int(seed)
     cfg.sim.num_threads = 1
     if physics != "randomized":
         cfg.events = {k: v for k, v in cfg.events.items() if v.mode != "startup"}
     env = BatonEnv(cfg)
+    acted = [j for term in env.action_manager.terms.values() for j in term.joint_names]
+    logged = set(log.joint_states.names if log.joint_states is not None else log.metadata.get("joint_names") or [])
+    missing = [j for j in acted if j not in logged]
+    if logged and missing:
+        env.close()
+        where = f"robot {robot}" if robot else "its default robot"
+        raise BagError(f"{log.path}: task '{name}' over {where} acts on joints the bag does not log: {missing} "
+                       f"(the bag logs {sorted(logged)}); was it recorded on another robot?")
     model_meta = log.metadata.get("model")
     if model_meta and (model_meta.get("nq"), model_meta.get("nv")) != (env.scene.model.nq, env.scene.model.nv):
         env.close()
