@@ -230,7 +230,7 @@ def test_cli_robot_is_recorded_and_read_back(urdf_arm, tmp_path, monkeypatch):
         check_run_robot(inv.top, run_dir)
 
 
-def test_a_bag_of_the_urdf_arm_replays_on_the_urdf_arm(urdf_arm, tmp_path):
+def test_a_bag_of_the_urdf_arm_replays_on_the_urdf_arm(urdf_arm, tmp_path, capsys):
     """`play record=` names the robot file in each bag; replay rebuilds that robot. A bag whose robot is
     unknown or missing is refused: replaying it into arm6 would leave every logged joint unmatched."""
     from batonlab.cli.play import _recorder
@@ -259,6 +259,12 @@ def test_a_bag_of_the_urdf_arm_replays_on_the_urdf_arm(urdf_arm, tmp_path):
     log.metadata["robot_file"] = str(tmp_path / "moved.yaml")
     with pytest.raises(BagError, match="moved.yaml, which does not exist here"):
         make_replay_env(log)
+    # The command: the bag's robot by default, --robot over it.
+    from batonlab.cli.main import main
+
+    assert main(["replay", str(bag), "--mode", "open_loop"]) == 0
+    assert main(["replay", str(bag), "--mode", "open_loop", "--robot", str(tmp_path / "moved.yaml")]) == 2
+    assert "moved.yaml, which does not exist here" in capsys.readouterr().err
 
 
 # Slow: train, export, sim-to-sim.

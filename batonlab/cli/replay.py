@@ -59,6 +59,8 @@ def run(args: list[str]) -> int:
                         help="model parameters of the open-loop replay (randomized: a fresh draw of the task's randomisation)")
     parser.add_argument("--seed", type=int, default=0, help="seed of --physics randomized")
     parser.add_argument("--task", default=None, help="task name (default: from the bag's metadata)")
+    parser.add_argument("--robot", default=None, metavar="ROBOT.yaml",
+                        help="robot description of a task over any robot (default: the bag's robot_file)")
     parser.add_argument("--size", type=_size, default=(240, 320), help="video size HEIGHTxWIDTH")
     parser.add_argument("--fps", type=float, default=30.0, help="video frame rate")
     ns = parser.parse_args(args)
@@ -82,7 +84,7 @@ def run(args: list[str]) -> int:
     try:
         if want["open_loop"]:
             try:
-                open_loop = replay_open_loop(log, task=ns.task, physics=ns.physics, seed=ns.seed)
+                open_loop = replay_open_loop(log, task=ns.task, physics=ns.physics, seed=ns.seed, robot=ns.robot)
             except BagError as err:
                 if ns.mode != "all":
                     raise
@@ -118,7 +120,7 @@ def run(args: list[str]) -> int:
             video = Path("playback.mp4")
         if want["playback"] and video is not None:
             try:
-                videos = write_playback(log, video, ns.task, ns.size, ns.fps, webm=ns.report is not None)
+                videos = write_playback(log, video, ns.task, ns.size, ns.fps, webm=ns.report is not None, robot=ns.robot)
                 print(f"[batonlab] state playback: {videos[0]}")
             except BagError as err:
                 if ns.mode != "all":

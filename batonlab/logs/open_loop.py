@@ -27,7 +27,7 @@ _JUMP_RAD = 0.1
 
 
 def replay_open_loop(log: BagLog, env: BatonEnv | None = None, task: str | None = None, physics: str = "logged",
-                     seed: int = 0) -> OpenLoopResult:
+                     seed: int = 0, robot: str | None = None) -> OpenLoopResult:
     """Drive the simulator with the logged joint commands from the logged initial state.
 
     Each joint command goes to its joint's actuator as it was logged: a position target to a
@@ -43,10 +43,11 @@ def replay_open_loop(log: BagLog, env: BatonEnv | None = None, task: str | None 
         task: Overrides the bag's task.
         physics: See `PHYSICS_MODES`.
         seed: Seed of the randomised physics.
+        robot: Robot description file of a task over any robot (default: the bag's `robot_file`).
     """
     log.require("open-loop replay", "joint_states", "joint_commands")
     own_env = env is None
-    env = env or make_replay_env(log, task, physics, seed)
+    env = env or make_replay_env(log, task, physics, seed, robot)
     try:
         return _open_loop(log, env, physics)
     finally:

@@ -42,15 +42,15 @@ def playback_frames(log: BagLog, env: BatonEnv, size: tuple[int, int] = (240, 32
 
 
 def write_playback(log: BagLog, path: str | Path, task: str | None = None, size=(240, 320), fps: float = 30.0,
-                   webm: bool = False) -> list[Path]:
+                   webm: bool = False, robot: str | None = None) -> list[Path]:
     """State playback of the bag as an MP4 (see `playback_frames`), and a WebM copy for browsers.
 
     OpenCV's MP4 encoder (MPEG-4 part 2) is not played by browsers; the report page embeds the VP8
-    WebM written next to it when `webm` is set.
+    WebM written next to it when `webm` is set. `robot`: as in `make_replay_env`.
     """
     from batonlab.sim.render import write_mp4
 
-    env = make_replay_env(log, task, "nominal")
+    env = make_replay_env(log, task, "nominal", robot=robot)
     try:
         frames = playback_frames(log, env, size, fps)
     finally:
