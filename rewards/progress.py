@@ -9,8 +9,9 @@ cfg.rewards["progress"] = RewardTermCfg(
     func=ProgressReward, params={"encoder": "logs/progress_encoder/encoder.pt", "demo": "demo.npz"}, weight=1.0)
 ```
 
-Frames come from the task's `progress_camera` (`SceneCfg`), the view the encoder's rollouts and the
-demo were rendered from; `arm_reach` uses a camera that keeps the goal in the middle of the picture.
+Frames come from the task's `progress_camera` and `progress_geom_groups` (`SceneCfg`,
+`BatonEnv.render_progress`), the view the encoder's rollouts and the demo were rendered from;
+`arm_reach` uses a camera carried by the tool that looks at the target and draws only the target.
 
 Scale: the term returns the progress gain divided by the control period, so that the manager's
 `weight * dt` cancels the `dt`: with weight w an episode earns at most w in total from this term
@@ -91,7 +92,7 @@ class ProgressReward:
             return reward
         ids = (self._cursor + torch.arange(self.num_rendered, device=env.device)) % env.num_envs
         self._cursor = (self._cursor + self.num_rendered) % env.num_envs
-        frames = env.render(ids.tolist(), size=(self.size, self.size), effects=False, camera=env.progress_camera)
+        frames = env.render_progress(ids.tolist(), (self.size, self.size))
         progress, confidence = self.matcher.match(frames)
         confident = confidence >= self.confidence_threshold
         gain = torch.where(confident, (progress - self.best[ids]).clamp(min=0.0), torch.zeros_like(progress))

@@ -165,9 +165,12 @@ class SceneCfg:
     """Camera used by `play` videos."""
     progress_camera: str = ""
     """Camera that frame-based learned rewards read (progress encoders, their demos, the reward term);
-    empty: `camera`. A camera that keeps the goal in the middle of the picture (`goal_view` of the
-    table scene) makes one demonstration serve every goal: what changes from frame to frame is
-    how far the robot is from the goal, not where the goal is."""
+    empty: `camera`. A camera that keeps the goal in the middle of the picture (`arm_reach`'s
+    `tool_view`, carried by the tool and looking at the target) makes one demonstration serve every
+    goal: what changes from frame to frame is how far the robot is from the goal, not where the goal is."""
+    progress_geom_groups: tuple[int, ...] | None = None
+    """Geom groups drawn in those frames (None: MuJoCo's default, 0 to 2). `arm_reach` draws only the
+    target's group, so that the arm's pose, which differs from goal to goal, is not in the picture."""
     terrain: TerrainCfg | None = None
     """Ground added to the scene (plane or level × type grid, `batonlab.terrain`); None: `build` brings its own."""
 

@@ -161,10 +161,19 @@ class BatonEnv:
     def get_observations(self) -> TensorDict:
         return self.obs
 
-    def render(self, env_ids=(0,), size: tuple[int, int] = (240, 320), effects: bool = True, camera: str | None = None):
-        """RGB frames (len(env_ids), H, W, 3) uint8 from `camera` (default: the scene's camera; `effects`: see
-        `SimBackend.render`)."""
-        return self.sim.render(list(env_ids), camera or self.cfg.scene.camera, size, effects=effects)
+    def render(self, env_ids=(0,), size: tuple[int, int] = (240, 320), effects: bool = True, camera: str | None = None,
+               geom_groups: tuple[int, ...] | None = None):
+        """RGB frames (len(env_ids), H, W, 3) uint8 from `camera` (default: the scene's camera; `effects`
+        and `geom_groups`: see `SimBackend.render`)."""
+        return self.sim.render(list(env_ids), camera or self.cfg.scene.camera, size, effects=effects,
+                               geom_groups=geom_groups)
+
+    def render_progress(self, env_ids, size: tuple[int, int]):
+        """Frames as frame-based learned rewards read them: the task's `progress_camera` and
+        `progress_geom_groups`, no shadows or reflections. Encoder rollouts, demos and the reward
+        term all render through here, so that they see the same picture."""
+        return self.render(env_ids, size, effects=False, camera=self.progress_camera,
+                           geom_groups=self.cfg.scene.progress_geom_groups)
 
     @property
     def progress_camera(self) -> str:

@@ -4,9 +4,9 @@ simulator's true task progress beside them (to check an estimate against, never 
 
 A rollout starts at an env reset and runs for a fixed number of control steps, shorter than the
 episode, so that every env contributes one uninterrupted episode; envs that end early (a dropped
-object, a diverged world) are left out. Frames come from `env.render(..., effects=False)` through the
-task's `progress_camera`: no shadows or reflections, ten times cheaper, and the same view the reward
-term renders at training.
+object, a diverged world) are left out. Frames come from `env.render_progress`: the task's
+`progress_camera` and geom groups, no shadows or reflections (ten times cheaper), the same view the
+reward term renders at training.
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ def collect_rollouts(env, task: str, episodes: int, num_steps: int | None = None
         batch_frames, measures = [], []
         for step in range(num_steps):
             if step % frame_every == 0:
-                batch_frames.append(env.render(ids, size=(size, size), effects=False, camera=env.progress_camera))
+                batch_frames.append(env.render_progress(ids, (size, size)))
                 if truth is not None:
                     measures.append(truth.measure(env).clone())
                 bar.update(1)

@@ -191,6 +191,6 @@ def _bag_frames(path: Path, size: int, fps: float) -> np.ndarray:
     except BagError as err:
         raise DemoError(f"demo {path}: {err}") from None
     try:
-        return np.stack(playback_frames(log, env, size=(size, size), fps=fps, effects=False, camera=env.progress_camera))
+        return np.stack(playback_frames(log, env, size=(size, size), fps=fps, progress_view=True))
     finally:
         env.close()

@@ -18,11 +18,12 @@ from batonlab.logs.replay_env import imu_orientation_at, logged_qpos, make_repla
 
 
 def playback_frames(log: BagLog, env: BatonEnv, size: tuple[int, int] = (240, 320), fps: float = 30.0,
-                    max_frames: int = 3000, effects: bool = True, camera: str | None = None) -> list[np.ndarray]:
+                    max_frames: int = 3000, effects: bool = True,
+                    progress_view: bool = False) -> list[np.ndarray]:
     """Render the logged joint states (set kinematically) at `fps`, from the bag's first to last sample.
 
-    `effects=False` and `camera=env.progress_camera` render like the frames learned rewards read (a bag
-    used as a progress demo); `camera` None: the scene's camera.
+    `progress_view`: render as frame-based learned rewards read (`BatonEnv.render_progress`, a bag used
+    as a progress demo); else the scene's camera, with shadows and reflections if `effects`.
     """
     log.require("state playback", "joint_states")
     js = log.joint_states
@@ -37,7 +38,7 @@ def playback_frames(log: BagLog, env: BatonEnv, size: tuple[int, int] = (240, 32
         qpos = logged_qpos(env, js.names, js.position[k], imu_orientation_at(log, t))
         env.sim.reset(ids, qpos[None].float(), torch.zeros(1, env.scene.model.nv))
         set_markers(env, log, t)
-        frames.append(env.render([0], size, effects=effects, camera=camera)[0])
+        frames.append((env.render_progress([0], size) if progress_view else env.render([0], size, effects=effects))[0])
     return frames
 
 

@@ -102,12 +102,13 @@ class SimBackend(abc.ABC):
     @abc.abstractmethod
     def render(
         self, env_ids: torch.Tensor | list[int], camera: str | int = -1, size: tuple[int, int] = (240, 320),
-        effects: bool = True,
+        effects: bool = True, geom_groups: tuple[int, ...] | None = None,
     ) -> np.ndarray:
         """Offscreen RGB images of some worlds, uint8 of shape (len(env_ids), height, width, 3).
 
         `effects=False` drops shadows, reflections and the skybox: an order of magnitude cheaper on a
         software GL, for frames a network reads (learned rewards) rather than a person.
+        `geom_groups`: the geom groups drawn (None: MuJoCo's default 0, 1, 2).
         """
 
     def close(self) -> None:

@@ -200,7 +200,7 @@ class MujocoCpuBackend(SimBackend):
     # Rendering.
 
     def render(self, env_ids, camera: str | int = -1, size: tuple[int, int] = (240, 320),
-               effects: bool = True) -> np.ndarray:
+               effects: bool = True, geom_groups: tuple[int, ...] | None = None) -> np.ndarray:
         ids = _as_index(torch.as_tensor(env_ids))
         height, width = size
         if self._renderer is None or (self._renderer.height, self._renderer.width) != (height, width):
@@ -211,6 +211,7 @@ class MujocoCpuBackend(SimBackend):
             self._renderer = make_renderer(self.model, height, width)
             self._render_data = mujoco.MjData(self.model)
         self._renderer.set_effects(effects)
+        self._renderer.set_geom_groups(geom_groups)
         frames = np.empty((ids.size, height, width, 3), dtype=np.uint8)
         for k, i in enumerate(ids):
             mujoco.mj_setState(self.model, self._render_data, self._state[i], _FULLPHYSICS)

@@ -258,7 +258,7 @@ class MujocoWarpBackend(SimBackend):
     # Rendering.
 
     def render(self, env_ids, camera: str | int = -1, size: tuple[int, int] = (240, 320),
-               effects: bool = True) -> np.ndarray:
+               effects: bool = True, geom_groups: tuple[int, ...] | None = None) -> np.ndarray:
         """Frames drawn by MuJoCo's renderer from the template model with each world's pose.
 
         Per-world parameters that change appearance (geom sizes, colours) are not shown.
@@ -273,6 +273,7 @@ class MujocoWarpBackend(SimBackend):
             self._renderer = make_renderer(self.model, height, width)
             self._render_data = mujoco.MjData(self.model)
         self._renderer.set_effects(effects)
+        self._renderer.set_geom_groups(geom_groups)
         # One device-to-host copy for all requested worlds.
         qpos = self.qpos[ids.to(self.device)].double().cpu().numpy()
         mocap_pos = self.mocap_pos[ids.to(self.device)].double().cpu().numpy()
