@@ -64,7 +64,7 @@ def build_counts(out: Path) -> dict:
     return {"params": {"function": str(path)}, "seconds": time.perf_counter() - start}
 
 
-def build_progress(out: Path, seed: int, render_every: int = 4, num_rendered: int = 16,
+def build_progress(out: Path, seed: int, render_every: int = 1, num_rendered: int = 64,
                    confidence_threshold: float = 0.5) -> dict:
     """A dense-reward arm_reach policy gives the one demonstration; the encoder learns from rollouts of two tasks."""
     from batonlab.cli.reward_progress import ProgressOptions, fit
@@ -158,7 +158,7 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
     parser.add_argument("--out", type=Path, default=Path("bench_results/learned_rewards"))
-    parser.add_argument("--progress-render", type=int, nargs=2, default=(4, 16), metavar=("EVERY", "ENVS"),
+    parser.add_argument("--progress-render", type=int, nargs=2, default=(1, 64), metavar=("EVERY", "ENVS"),
                         help="the progress reward renders ENVS envs every EVERY control steps")
     parser.add_argument("--progress-confidence", type=float, default=0.5,
                         help="the progress reward pays estimates whose match margin is at least this")

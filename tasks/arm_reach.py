@@ -37,9 +37,18 @@ TARGET_BOX_B = {"x_range": (0.25, 0.55), "y_range": (-0.3, 0.3), "z_range": (0.1
 SUCCESS_THRESHOLD = 0.03
 """Tool-centre point to target distance that counts as reached [m]."""
 
-TOOL_CAMERA_OFFSET = (0.0, 0.0, 0.0)
-"""Where the tool camera sits in the frame of arm6's gripper link [m]: at the wrist, 11 cm behind
-the tool-centre point, so the target never fills the whole picture even when reached."""
+TOOL_CAMERA_OFFSET = (0.0, 0.0, 0.08)
+"""Where the tool camera sits in the frame of arm6's gripper link [m]: on the tool's axis, 3 cm behind
+the tool-centre point (at 0.11). Its distance to the target is then the tool's within ±3 cm; at the
+wrist (11 cm behind) the tool's tilt hid the last 10 cm of a reach (Spearman of the target's pixel
+area against the tool's distance on held-out policy episodes: 0.87 here, 0.69 at the wrist)."""
+
+TOOL_CAMERA_FOVY = 90.0
+"""Wide enough that the 2 cm target, 3 cm away when reached, does not fill the picture [deg]."""
+
+NEAR_CLIP = 0.002
+"""Near clipping plane over the model's extent (1.8 m): 4 mm; MuJoCo's default (0.01: 18 mm) cut a
+hole into the target as the tool camera closed in on it."""
 
 TARGET_GEOM_GROUP = 1
 """The target marker's geom group: the only group the progress camera draws (the arm and the table
@@ -51,7 +60,8 @@ def make_arm_reach_spec():
     spec = make_table_arm_spec()
     for geom in spec.body("target").geoms:
         geom.group = TARGET_GEOM_GROUP
-    add_goal_camera(spec, "tool_view", mount="gripper_link", goal="target")
+    add_goal_camera(spec, "tool_view", mount="gripper_link", goal="target", fovy=TOOL_CAMERA_FOVY)
+    spec.visual.map.znear = NEAR_CLIP
     return spec
 
 
@@ -157,7 +167,11 @@ def make_arm_reach_sparse_cfg(play: bool = False) -> TaskCfg:
         "potential": RewardTermCfg(func=learned.PotentialShaping, params={"potential": "", "gamma": 0.99}, weight=1.0),
         "count_bonus": RewardTermCfg(func=learned.ProgressCountBonus, params={"function": "", "beta": 20.0, "bins": 20},
                                      weight=1.0),
-        "progress": RewardTermCfg(func=progress.ProgressReward, params={"encoder": "", "demo": "", "restart_on": "ee_target"},
+        # 64 envs rendered per step: at the benchmark's 256 envs each is seen every 4 steps, inside the
+        # ~10 steps a reach takes (scale num_rendered with num_envs; see ProgressReward).
+        "progress": RewardTermCfg(func=progress.ProgressReward,
+                                   params={"encoder": "", "demo": "", "restart_on": "ee_target", "render_every": 1,
+                                           "num_rendered": 64, "confidence_threshold": 0.5},
                                    weight=5.0),
     }
     return cfg

@@ -18,7 +18,7 @@ from batonlab.cli.common import CliError
 from batonlab.cli.main import main
 from batonlab.env.cfg import RewardTermCfg
 from batonlab.env.env import BatonEnv
-from batonlab.learned.frames import Rollouts, collect_rollouts, rollout_cfg
+from batonlab.learned.frames import Rollouts, collect_rollouts, reach_measure, rollout_cfg
 from batonlab.learned.progress_encoder import (
     FORMAT,
     VERSION,
@@ -111,6 +111,9 @@ def test_progress_estimate_ranks_heldout_frames_like_true_progress(progress_setu
     per_episode = [spearmanr(e, t).statistic for e, t in zip(estimates, rollouts.progress)]
     spearman["per-episode mean"] = float(np.nanmean(per_episode))
     confident = confidence.ravel() >= 0.1
+    if rollouts.measures is not None and task == "arm_reach":
+        spearman_distance = spearmanr(estimates.ravel(), -rollouts.measures[..., 0].ravel()).statistic
+        print(f"\n[progress {task}] pooled Spearman against the tool-to-target distance (negated): {spearman_distance:.3f}")
     print(f"\n[progress {task}] {rollouts.num_episodes} held-out episodes × {rollouts.frames.shape[1]} frames, encoder "
           f"trained on {progress_setup.num_frames} frames: Spearman pooled {spearman['pooled']:.3f}, per-episode mean "
           f"{spearman['per-episode mean']:.3f} ({' '.join(f'{s:.2f}' for s in per_episode)}); confident frames "
@@ -302,6 +305,31 @@ def test_a_demo_that_stands_still_gains_no_progress_meanwhile(untrained_files):
     torch.testing.assert_close(pause, pause[:1].expand(4))
     index = ProgressMatcher(load_encoder(encoder_path), paused, demo_progress="index").demo_progress[3:7]
     assert index[-1] - index[0] > 0.1
+
+
+def test_arm_reach_progress_view_is_the_target_alone_in_the_middle():
+    """arm_reach's progress frames come from the tool's camera aimed at the target and draw only the
+    target's geom group: the target sits in the middle, nothing else is drawn, and it looks larger as
+    the tool gets nearer. The same camera with every group drawn shows the table behind it."""
+    cfg = make_task_cfg("arm_reach")
+    cfg.num_envs, cfg.seed = 2, 0
+    env = BatonEnv(cfg)
+    try:
+        env.reset()
+        distance = reach_measure(env)[:, 0]
+        view = env.render_progress([0, 1], (64, 64)).astype(int)
+        everything = env.render([0, 1], (64, 64), effects=False, camera=env.progress_camera).astype(int)
+        with pytest.raises(ValueError, match="geom groups"):
+            env.render([0], (8, 8), camera=env.progress_camera, geom_groups=(7,))
+    finally:
+        env.close()
+    drawn = view.sum(-1) > 30
+    green = (view[..., 1] > view[..., 0] + 40) & (view[..., 1] > view[..., 2] + 40)
+    assert green[:, 31:33, 31:33].all(), "the target is in the middle of the picture"
+    assert (drawn & ~green).mean() < 0.05, "little but the target is drawn (sites may show)"
+    assert (everything.sum(-1) > 30).mean() > drawn.mean() + 0.3, "with every group drawn, the scene is behind it"
+    nearer, farther = distance.argsort().tolist()
+    assert green[nearer].sum() > green[farther].sum(), (distance, green.sum((1, 2)))
 
 
 def test_demo_from_a_bag_is_its_state_playback(tmp_path):

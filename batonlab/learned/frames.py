@@ -39,6 +39,9 @@ class Rollouts:
     """Control steps between two frames."""
     source: str
     """Where the actions came from: "policy" or "random"."""
+    measures: np.ndarray | None = None
+    """(num_episodes, num_frames, k) the raw measurements `progress` was computed from (the truth's
+    `measure`, e.g. arm_reach's tool-to-target distance [m]); None for a task without a truth function."""
 
     @property
     def num_episodes(self) -> int:
@@ -129,7 +132,7 @@ def collect_rollouts(env, task: str, episodes: int, num_steps: int | None = None
     truth = TRUTHS.get(task)
     ids = list(range(env.num_envs))
     batches = -(-episodes // env.num_envs)
-    frames, progress = [], []
+    frames, progress, raw = [], [], []
     bar = tqdm(total=batches * len(range(0, num_steps, frame_every)), desc=f"render {task}", unit="frame batch",
                disable=not progress_bar)
     for _ in range(batches):
@@ -153,10 +156,13 @@ def collect_rollouts(env, task: str, episodes: int, num_steps: int | None = None
         keep = alive.cpu().numpy()
         frames.append(np.stack(batch_frames, axis=1)[keep])
         if truth is not None:
-            progress.append(truth.progress(torch.stack(measures, dim=1)).cpu().numpy()[keep])
+            stacked = torch.stack(measures, dim=1)
+            progress.append(truth.progress(stacked).cpu().numpy()[keep])
+            raw.append(stacked.cpu().numpy()[keep])
         else:
             progress.append(np.full(frames[-1].shape[:2], np.nan, dtype=np.float32))
     bar.close()
     frames_all = np.concatenate(frames)[:episodes]
     progress_all = np.concatenate(progress)[:episodes].astype(np.float32)
-    return Rollouts(task, frames_all, progress_all, frame_every, "random" if policy is None else "policy")
+    measures_all = np.concatenate(raw)[:episodes].astype(np.float32) if raw else None
+    return Rollouts(task, frames_all, progress_all, frame_every, "random" if policy is None else "policy", measures_all)

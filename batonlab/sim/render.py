@@ -94,17 +94,19 @@ class OffscreenRenderer:
             self._scene.flags[flag] = int(on)
 
     def set_geom_groups(self, groups: tuple[int, ...] | None) -> None:
-        """Draw only geoms of these groups (0-5); None: MuJoCo's default, groups 0, 1 and 2.
+        """Draw only geoms and sites of these groups (0-5); None: MuJoCo's default, groups 0, 1 and 2.
 
         Why: a learned reward's camera can show just the bodies its task is about (`arm_reach`'s
         `tool_view` draws only the target), so that frames differ by what progress changes and not
-        by the pose of everything else in view.
+        by the pose of everything else in view. Sites follow the same groups: the tool-centre
+        point's marker drawn over the target would tell the pose of the tool, not its distance.
         """
         shown = (0, 1, 2) if groups is None else tuple(groups)
         if any(not 0 <= g < len(self._option.geomgroup) for g in shown):
             raise ValueError(f"geom groups must be in 0..{len(self._option.geomgroup) - 1}, got {shown}")
         for g in range(len(self._option.geomgroup)):
             self._option.geomgroup[g] = int(g in shown)
+            self._option.sitegroup[g] = int(g in shown)
 
     def update_scene(self, data: mujoco.MjData, camera: str | int = -1) -> None:
         """Camera by name or id; -1: the model's default free camera."""
