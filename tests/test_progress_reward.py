@@ -71,7 +71,7 @@ def _rollouts(task: str, policy, episodes: int, seed: int) -> Rollouts:
 def progress_setup(arm_reach_policy, arm_lift_teacher, tmp_path_factory) -> ProgressSetup:
     """The encoder trained once for the module on both tasks: 8 random-action episodes of each (50
     frames each) and 48 policy episodes of each (one time-aligned group per task), all at 64 × 64;
-    a demo and 12 held-out policy episodes per task (arm_reach's through its goal camera)."""
+    a demo and 12 held-out policy episodes per task (arm_reach's through its tool camera)."""
     policies = {"arm_reach": arm_reach_policy.policy, "arm_lift": arm_lift_teacher.policy}
     root = tmp_path_factory.mktemp("progress")
     training, groups, demos, heldout = [], [], {}, {}
@@ -88,15 +88,17 @@ def progress_setup(arm_reach_policy, arm_lift_teacher, tmp_path_factory) -> Prog
     return ProgressSetup(encoder, path, demos, heldout, num_frames)
 
 
-MIN_SPEARMAN = {"arm_lift": {"pooled": 0.8, "per-episode mean": 0.8}, "arm_reach": {"pooled": 0.45, "per-episode mean": 0.3}}
+MIN_SPEARMAN = {
+    "arm_lift": {"pooled": 0.8, "per-episode mean": 0.8},
+    "arm_reach": {"pooled": 0.7, "per-episode mean": 0.8, "pooled against distance": 0.8},
+}
 """What each task's estimate shows on held-out episodes: Spearman of estimate and truth over all frames
 pooled (one scale across episodes) and within each episode (what the reward pays on: forward
-progress within an episode). arm_lift meets the issue's 0.8 on both (0.90 and 0.91 measured).
-arm_reach does not: it renders through its `goal_view` camera (the goal in the middle, the arm
-side-on), which lifted pooled Spearman from 0.21 (fixed overview camera: one demo's goal is not the
-held-out episodes' goals) to 0.65, per episode 0.51; an encoder trained on arm_reach alone reached
-0.73-0.87 pooled and 0.8-0.97 per episode over 4 seeds in development runs. The bounds guard what
-was measured here and stay below the issue's 0.8."""
+progress within an episode). The truth is `frames.TRUTHS`: for arm_reach 1 - d(t)/d(0), which no
+single frame can know (d(0) is not in the picture), so arm_reach is also ranked against the
+tool-to-target distance d itself, on one scale for every episode. Measured in this suite: arm_lift
+0.91 and 0.94; arm_reach 0.79 pooled, 0.89 per episode, 0.86 against distance (its `tool_view`:
+the target alone, seen from the tool; the shoulder camera with the arm drawn gave 0.65 and 0.51)."""
 
 
 @pytest.mark.slow
@@ -111,14 +113,15 @@ def test_progress_estimate_ranks_heldout_frames_like_true_progress(progress_setu
     per_episode = [spearmanr(e, t).statistic for e, t in zip(estimates, rollouts.progress)]
     spearman["per-episode mean"] = float(np.nanmean(per_episode))
     confident = confidence.ravel() >= 0.1
-    if rollouts.measures is not None and task == "arm_reach":
-        spearman_distance = spearmanr(estimates.ravel(), -rollouts.measures[..., 0].ravel()).statistic
-        print(f"\n[progress {task}] pooled Spearman against the tool-to-target distance (negated): {spearman_distance:.3f}")
+    if task == "arm_reach":
+        distance = rollouts.measures[..., 0]
+        spearman["pooled against distance"] = spearmanr(estimates.ravel(), -distance.ravel()).statistic
     print(f"\n[progress {task}] {rollouts.num_episodes} held-out episodes × {rollouts.frames.shape[1]} frames, encoder "
           f"trained on {progress_setup.num_frames} frames: Spearman pooled {spearman['pooled']:.3f}, per-episode mean "
           f"{spearman['per-episode mean']:.3f} ({' '.join(f'{s:.2f}' for s in per_episode)}); confident frames "
           f"{confident.mean():.2f} (pooled Spearman on them "
-          f"{spearmanr(estimates.ravel()[confident], rollouts.progress.ravel()[confident]).statistic:.3f})")
+          f"{spearmanr(estimates.ravel()[confident], rollouts.progress.ravel()[confident]).statistic:.3f}); "
+          f"{spearman}")
     for kind, bound in MIN_SPEARMAN[task].items():
         assert spearman[kind] >= bound, (kind, spearman)
 
@@ -305,6 +308,17 @@ def test_a_demo_that_stands_still_gains_no_progress_meanwhile(untrained_files):
     torch.testing.assert_close(pause, pause[:1].expand(4))
     index = ProgressMatcher(load_encoder(encoder_path), paused, demo_progress="index").demo_progress[3:7]
     assert index[-1] - index[0] > 0.1
+
+
+def test_rollouts_keep_the_measures_their_progress_comes_from():
+    env = BatonEnv(rollout_cfg(make_task_cfg("arm_reach"), 2, seed=1))
+    try:
+        rollouts = collect_rollouts(env, "arm_reach", 2, num_steps=8, frame_every=2, progress_bar=False)
+    finally:
+        env.close()
+    distance = rollouts.measures[..., 0]
+    assert rollouts.measures.shape == (2, 4, 1) and (distance > 0).all()
+    np.testing.assert_allclose(rollouts.progress, np.clip(1 - distance / distance[:, :1], 0, 1), atol=1e-6)
 
 
 def test_arm_reach_progress_view_is_the_target_alone_in_the_middle():
