@@ -40,8 +40,9 @@ SUCCESS_THRESHOLD = 0.03
 TOOL_CAMERA_OFFSET = (0.0, 0.0, 0.08)
 """Where the tool camera sits in the frame of arm6's gripper link [m]: on the tool's axis, 3 cm behind
 the tool-centre point (at 0.11). Its distance to the target is then the tool's within ±3 cm; at the
-wrist (11 cm behind) the tool's tilt hid the last 10 cm of a reach (Spearman of the target's pixel
-area against the tool's distance on held-out policy episodes: 0.87 here, 0.69 at the wrist)."""
+wrist (11 cm behind) the tool's tilt changed the camera's distance as much as the last 10 cm of a
+reach did (Spearman of the target's pixel area against the tool's distance on held-out policy
+episodes: 0.87 here, 0.69 at the wrist)."""
 
 TOOL_CAMERA_FOVY = 90.0
 """Wide enough that the 2 cm target, 3 cm away when reached, does not fill the picture [deg]."""
