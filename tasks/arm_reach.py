@@ -61,7 +61,7 @@ def make_arm_reach_spec():
     spec = make_table_arm_spec()
     for geom in spec.body("target").geoms:
         geom.group = TARGET_GEOM_GROUP
-    add_goal_camera(spec, "tool_view", mount="gripper_link", goal="target", fovy=TOOL_CAMERA_FOVY)
+    add_goal_camera(spec, "tool_view", mount="gripper_link", goal="target")
     spec.visual.map.znear = NEAR_CLIP
     return spec
 

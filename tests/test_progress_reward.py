@@ -317,6 +317,12 @@ def test_a_demo_that_stands_still_gains_no_progress_meanwhile(untrained_files):
     assert index[-1] - index[0] > 0.1
 
 
+def _target_pixels(frames: np.ndarray) -> np.ndarray:
+    """(..., H, W) bool: pixels of the green target marker (green well above red and blue)."""
+    frames = frames.astype(int)
+    return (frames[..., 1] > frames[..., 0] + 40) & (frames[..., 1] > frames[..., 2] + 40)
+
+
 def test_rollouts_keep_the_measures_their_progress_comes_from():
     env = BatonEnv(rollout_cfg(make_task_cfg("arm_reach"), 2, seed=1))
     try:
@@ -345,7 +351,7 @@ def test_arm_reach_progress_view_is_the_target_alone_in_the_middle():
     finally:
         env.close()
     drawn = view.sum(-1) > 30
-    green = (view[..., 1] > view[..., 0] + 40) & (view[..., 1] > view[..., 2] + 40)
+    green = _target_pixels(view)
     assert green[:, 31:33, 31:33].all(), "the target is in the middle of the picture"
     assert (drawn & ~green).mean() < 0.05, "little but the target is drawn (sites may show)"
     assert (everything.sum(-1) > 30).mean() > drawn.mean() + 0.3, "with every group drawn, the scene is behind it"
@@ -369,7 +375,7 @@ def test_demo_from_a_bag_is_its_state_playback(tmp_path):
     assert frames.shape == (20, 64, 64, 3) and frames.dtype == np.uint8  # 3.98 s at 5 frames per second
     # Rendered as the progress term sees it (tool camera, target alone): the target in the middle of every
     # frame, and its size changing as the logged tool moves.
-    target = (frames[..., 1].astype(int) > frames[..., 0] + 40) & (frames[..., 1].astype(int) > frames[..., 2] + 40)
+    target = _target_pixels(frames)
     assert target[:, 31:33, 31:33].all() and (frames.sum(-1)[~target] == 0).mean() > 0.99
     sizes = target.sum((1, 2))
     assert sizes.max() > sizes.min(), sizes
