@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import mujoco
 import numpy as np
 import pytest
 import torch
@@ -43,6 +44,10 @@ within about 15. Longer episodes would add frames of a finished task, which look
 RANDOM_ROLLOUT = {"num_steps": 199, "frame_every": 4}
 """Random-action episodes: the whole 4 s episode, a frame every 4 steps."""
 
+HELDOUT_EPISODES = 32
+"""Held-out policy episodes per task. With 12 (144 arm_reach frames) the same encoder's pooled Spearman
+moved by up to 0.1 from one held-out set to another; 32 pin it to a few hundredths."""
+
 ENCODER = EncoderCfg(channels=(8, 16, 32, 32))
 TRAIN = TrainCfg(steps=1500, max_shift=2)
 
@@ -70,7 +75,7 @@ def _rollouts(task: str, policy, episodes: int, seed: int) -> Rollouts:
 @pytest.fixture(scope="module")
 def progress_setup(arm_reach_policy, arm_lift_teacher, tmp_path_factory) -> ProgressSetup:
     """One encoder per task, trained once for the module: 8 random-action episodes (50 frames each)
-    and 48 policy episodes (one time-aligned group), all at 64 × 64; a demo and 12 held-out policy
+    and 48 policy episodes (one time-aligned group), all at 64 × 64; a demo and 32 held-out policy
     episodes per task (arm_reach's through its tool camera).
 
     Why one per task: an encoder trained on both (what `fit-progress tasks=[...]` does, tested below)
@@ -84,9 +89,10 @@ def progress_setup(arm_reach_policy, arm_lift_teacher, tmp_path_factory) -> Prog
         random_episodes = list(_rollouts(task, None, 8, seed=1).frames)
         policy_episodes = list(_rollouts(task, policy, 48, seed=2).frames)
         training = random_episodes + policy_episodes
-        groups = [None] * len(random_episodes) + [0] * len(policy_episodes)
+        aligned = make_task_cfg(task).scene.progress_align_episodes  # arm_lift: yes; arm_reach's tool view: no
+        groups = [None] * len(random_episodes) + [0 if aligned else None] * len(policy_episodes)
         demos[task] = save_demo(root / f"{task}_demo.npz", _rollouts(task, policy, 1, seed=3).frames[0])
-        heldout[task] = _rollouts(task, policy, 12, seed=4)
+        heldout[task] = _rollouts(task, policy, HELDOUT_EPISODES, seed=4)
         encoder = train_encoder(training, ENCODER, TRAIN, aligned_groups=groups, progress_bar=False)
         num_frames[task] = sum(len(e) for e in training)
         paths[task] = save_encoder(root / f"{task}_encoder.pt", encoder, [task], num_frames[task], TRAIN)
@@ -95,17 +101,17 @@ def progress_setup(arm_reach_policy, arm_lift_teacher, tmp_path_factory) -> Prog
 
 MIN_SPEARMAN = {
     "arm_lift": {"pooled": 0.8, "per-episode mean": 0.8},
-    "arm_reach": {"pooled": 0.45, "per-episode mean": 0.7, "pooled against distance": 0.55},
+    "arm_reach": {"pooled": 0.8, "per-episode mean": 0.8, "pooled against distance": 0.8},
 }
 """What each task's estimate shows on held-out episodes: Spearman of estimate and truth over all frames
 pooled (one scale across episodes) and within each episode (what the reward pays on: forward
 progress within an episode). The truth is `frames.TRUTHS`: for arm_reach 1 - d(t)/d(0), which no
 single frame can know (d(0) is not in the picture), so arm_reach is also ranked against the
 tool-to-target distance d itself, on one scale for every episode. Measured with this module's data
-over encoder seeds 0-2: arm_lift 0.87-0.96 pooled, 0.90-0.98 per episode; arm_reach (its `tool_view`:
-the target alone, seen from the tool) 0.55-0.75 pooled, 0.79-0.91 per episode, 0.64-0.86 against
-distance. arm_reach does not reach the issue's 0.8 on every seed; the bounds sit below the worst seed
-(the shoulder camera with the arm drawn, before `tool_view`, gave 0.51 per episode)."""
+and the suite's policies: arm_lift (aligned) 0.955-0.962 pooled, 0.967-0.976 per episode over encoder
+seeds 0-4; arm_reach (its `tool_view`, episodes each alone) 0.845-0.862 pooled, 0.89-0.91 per episode,
+0.90-0.93 against distance over seeds 0-7 (aligned, as before `progress_align_episodes`: 0.77-0.86
+pooled over 0-5; the 3 cm camera with the 2 cm marker: 0.55-0.75 pooled on 12 episodes)."""
 
 
 @pytest.mark.slow
@@ -318,9 +324,22 @@ def test_a_demo_that_stands_still_gains_no_progress_meanwhile(untrained_files):
 
 
 def _target_pixels(frames: np.ndarray) -> np.ndarray:
-    """(..., H, W) bool: pixels of the green target marker (green well above red and blue)."""
+    """(..., H, W) bool: pixels of the green progress marker (lit, green well above red and blue). A
+    marker far away covers a pixel or less and is blended with the black around it, hence ratios."""
     frames = frames.astype(int)
-    return (frames[..., 1] > frames[..., 0] + 40) & (frames[..., 1] > frames[..., 2] + 40)
+    return (frames[..., 1] > 20) & (frames[..., 1] > 2 * frames[..., 0]) & (frames[..., 1] > 2 * frames[..., 2])
+
+
+def _in_the_middle(target: np.ndarray) -> bool:
+    """Whether each frame's target pixels (N, H, W) touch the middle 2 × 2 and centre there within a pixel."""
+    n, h, w = target.shape
+    rows, cols = np.nonzero(target.reshape(n * h, w))
+    frame, rows = np.divmod(rows, h)
+    centre_rows = np.bincount(frame, rows, n) / np.bincount(frame, minlength=n).clip(1)
+    centre_cols = np.bincount(frame, cols, n) / np.bincount(frame, minlength=n).clip(1)
+    middle = target[:, h // 2 - 1 : h // 2 + 1, w // 2 - 1 : w // 2 + 1].any((1, 2))
+    return bool(middle.all() and (np.abs(centre_rows - (h - 1) / 2) <= 1).all()
+                and (np.abs(centre_cols - (w - 1) / 2) <= 1).all())
 
 
 def test_rollouts_keep_the_measures_their_progress_comes_from():
@@ -336,27 +355,59 @@ def test_rollouts_keep_the_measures_their_progress_comes_from():
 
 def test_arm_reach_progress_view_is_the_target_alone_in_the_middle():
     """arm_reach's progress frames come from the tool's camera aimed at the target and draw only the
-    target's geom group: the target sits in the middle, nothing else is drawn, and it looks larger as
-    the tool gets nearer. The same camera with every group drawn shows the table behind it."""
+    progress marker's geom group: the marker sits in the middle and nothing else is drawn (how it grows
+    is the next test's). The same camera with every group drawn shows the table behind it."""
     cfg = make_task_cfg("arm_reach")
     cfg.num_envs, cfg.seed = 2, 0
     env = BatonEnv(cfg)
     try:
         env.reset()
-        distance = reach_measure(env)[:, 0]
         view = env.render_progress([0, 1], (64, 64)).astype(int)
         everything = env.render([0, 1], (64, 64), effects=False, camera=env.progress_camera).astype(int)
         with pytest.raises(ValueError, match="geom groups"):
             env.render([0], (8, 8), camera=env.progress_camera, geom_groups=(7,))
     finally:
         env.close()
-    drawn = view.sum(-1) > 30
+    drawn = view.sum(-1) > 0
     green = _target_pixels(view)
-    assert green[:, 31:33, 31:33].all(), "the target is in the middle of the picture"
-    assert (drawn & ~green).mean() < 0.05, "little but the target is drawn (sites may show)"
+    assert _in_the_middle(green), "the target is in the middle of the picture"
+    assert (drawn & ~green).mean() < 0.005, "nothing but the target's marker is drawn"
     assert (everything.sum(-1) > 30).mean() > drawn.mean() + 0.3, "with every group drawn, the scene is behind it"
-    nearer, farther = distance.argsort().tolist()
-    assert green[nearer].sum() > green[farther].sum(), (distance, green.sum((1, 2)))
+
+
+def test_arm_reach_progress_marker_keeps_growing_until_the_tool_is_at_the_target():
+    """The tool camera sits 1.5 cm behind the tool-centre point and the progress marker is 5 mm: as the
+    tool comes in, head-on, sideways or at a slant, the marker grows, and in the last centimetre it
+    stays larger than at 3 cm: the camera does not end up inside it (a camera inside a sphere sees
+    nothing, which would look like a far target). Within that centimetre the camera's distance is the
+    tool's only to ±1.5 cm, so the size need not grow there. Only a target inside the gripper, 1-2 cm
+    behind the tool-centre point, is seen from inside."""
+    from batonlab.sim.render import OffscreenRenderer
+    from batonlab.tasks.arm_reach import PROGRESS_MARKER_GROUP, make_arm_reach_spec
+
+    model = make_arm_reach_spec().compile()
+    data = mujoco.MjData(model)
+    mujoco.mj_forward(model, data)
+    tool, axis = data.site("ee").xpos.copy(), data.site("ee").xmat.reshape(3, 3)[:, 2].copy()
+    renderer = OffscreenRenderer(model, 64, 64)
+    renderer.set_effects(False)
+    renderer.set_geom_groups((PROGRESS_MARKER_GROUP,))
+    rng = np.random.default_rng(0)
+    try:
+        slanted = [v for v in rng.normal(size=(32, 3)) if v @ axis > -0.5 * np.linalg.norm(v)][:6]
+        sideways = np.cross(axis, rng.normal(size=(2, 3)))
+        for side in [axis, *sideways, *slanted]:
+            side = side / np.linalg.norm(side)
+            brightness = []
+            for distance in (0.30, 0.10, 0.03, 0.01, 0.0):
+                data.mocap_pos[0] = tool + distance * side
+                mujoco.mj_forward(model, data)
+                renderer.update_scene(data, camera="tool_view")
+                brightness.append(int(renderer.render().astype(int).sum()))
+            far, middle, near, last_cm = brightness[0], brightness[1], brightness[2], brightness[3:]
+            assert 0 < far < middle < near < min(last_cm), (side, brightness)
+    finally:
+        renderer.close()
 
 
 def test_demo_from_a_bag_is_its_state_playback(tmp_path):
@@ -376,7 +427,7 @@ def test_demo_from_a_bag_is_its_state_playback(tmp_path):
     # Rendered as the progress term sees it (tool camera, target alone): the target in the middle of every
     # frame, and its size changing as the logged tool moves.
     target = _target_pixels(frames)
-    assert target[:, 31:33, 31:33].all() and (frames.sum(-1)[~target] == 0).mean() > 0.99
+    assert _in_the_middle(target) and (frames.sum(-1)[~target] == 0).mean() > 0.995
     sizes = target.sum((1, 2))
     assert sizes.max() > sizes.min(), sizes
 
@@ -409,3 +460,29 @@ def test_fit_progress_help_and_user_errors(capsys):
         reward_progress.run(["epochz=3"])
     with pytest.raises(CliError, match="pass policy=RUN_DIR"):
         reward_progress.run(["demo_out=demo.npz"])
+
+
+@pytest.mark.parametrize("task", ["arm_reach", "arm_lift"])
+def test_fit_progress_aligns_policy_episodes_as_the_task_says(tmp_path, monkeypatch, task):
+    """fit-progress trains a policy's episodes as one time-aligned group where the task's view shows
+    more than progress (arm_lift: the arm and the cube), and each alone where it shows only progress
+    and episodes start at different distances (arm_reach's tool view): `progress_align_episodes`."""
+    from batonlab.learned import progress_encoder
+
+    assert main(["train", f"task={task}", "max_iterations=1", f"log_root={tmp_path}", "env.num_envs=8",
+                 "agent.num_steps_per_env=4", "progress=false", "eval_episodes=0"]) == 0
+    run_dir = next(p for p in (tmp_path / task).iterdir() if p.is_dir())
+    seen = {}
+
+    def recording_train_encoder(episodes, encoder_cfg=None, cfg=None, aligned_groups=None, progress_bar=True):
+        seen.update(episodes=len(episodes), groups=list(aligned_groups))
+        return progress_encoder.ProgressEncoder(encoder_cfg)
+
+    monkeypatch.setattr(progress_encoder, "train_encoder", recording_train_encoder)
+    assert main(["reward", "fit-progress", f"tasks=[{task}]", "episodes=2", "num_envs=2", "frame_every=20",
+                 f"policy={run_dir}", "policy_episodes=3", "policy_steps=4", "steps=1", f"out={tmp_path / 'e.pt'}"]) == 0
+    random_groups, policy_groups = seen["groups"][:2], seen["groups"][2:]
+    assert seen["episodes"] == 5 and random_groups == [None, None]
+    aligned = make_task_cfg(task).scene.progress_align_episodes
+    assert aligned == (task == "arm_lift")
+    assert policy_groups == ([0, 0, 0] if aligned else [None, None, None]), seen

@@ -8,7 +8,8 @@ Each task contributes `episodes` rendered episodes of random actions (a low-pass
 `policy=RUN_DIR` adds `policy_episodes` episodes of that run's policy on its own task (λ =
 `privilege_level`, default 0 as in `play`), rendered densely and trained as one time-aligned group
 (its k-th frames show the same moment of the task: this is what aligns the embedding across
-episodes), and `demo_out=` writes its first one as a demonstration for
+episodes; a task whose view shows only progress, `SceneCfg.progress_align_episodes = False`, has them
+trained each alone), and `demo_out=` writes its first one as a demonstration for
 `batonlab.rewards.progress.ProgressReward` (cut it where the task is done: a demo runs from start to
 success). No task labels reach the encoder: it learns from time alone.
 """
@@ -77,7 +78,8 @@ def fit(options: ProgressOptions) -> tuple[Path, int]:
         finally:
             env.close()
         episodes += list(rollouts.frames)
-        groups += [0] * rollouts.num_episodes  # one policy from resets: its episodes are time-aligned
+        # One policy from resets: its episodes are time-aligned, unless the task's view shows only progress.
+        groups += [0 if env.cfg.scene.progress_align_episodes else None] * rollouts.num_episodes
         if options.demo_out:
             print(f"[batonlab] demo: wrote {save_demo(options.demo_out, rollouts.frames[0], fps=1.0 / (env.step_dt * options.policy_frame_every))}",
                   file=sys.stderr)

@@ -170,7 +170,17 @@ class SceneCfg:
     goal: what changes from frame to frame is how far the robot is from the goal, not where the goal is."""
     progress_geom_groups: tuple[int, ...] | None = None
     """Geom groups drawn in those frames (None: MuJoCo's default, 0 to 2). `arm_reach` draws only the
-    target's group, so that the arm's pose, which differs from goal to goal, is not in the picture."""
+    group of its target's progress marker, so that the arm's pose, which differs from goal to goal, is
+    not in the picture."""
+    progress_align_episodes: bool = True
+    """Whether a progress encoder trains the episodes of one policy as a time-aligned group (their k-th
+    frames paired as the same moment of the task, `train_encoder(aligned_groups=)`). True for a view
+    that also shows what differs from episode to episode but not with progress (the arm's pose, where
+    the object lies): pairing the same moment across episodes teaches the encoder to ignore it. False
+    for a view that shows only progress and episodes that start at different progress: `arm_reach`'s
+    `tool_view` shows only the marker, and its episodes start 8 to 48 cm from the target, so the k-th
+    frames of two episodes are not at the same distance (aligned, the pooled Spearman of 5 encoder
+    seeds on held-out frames was 0.77-0.86; each episode alone, 0.85-0.86)."""
     terrain: TerrainCfg | None = None
     """Ground added to the scene (plane or level × type grid, `batonlab.terrain`); None: `build` brings its own."""
 
