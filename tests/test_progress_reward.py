@@ -19,7 +19,7 @@ from batonlab.cli.common import CliError
 from batonlab.cli.main import main
 from batonlab.env.cfg import RewardTermCfg
 from batonlab.env.env import BatonEnv
-from batonlab.learned.frames import Rollouts, collect_rollouts, reach_measure, rollout_cfg
+from batonlab.learned.frames import Rollouts, collect_rollouts, rollout_cfg
 from batonlab.learned.progress_encoder import (
     FORMAT,
     VERSION,
