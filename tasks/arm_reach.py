@@ -41,7 +41,7 @@ TOOL_CAMERA_OFFSET = (0.0, 0.0, 0.095)
 """Where the tool camera sits in the frame of arm6's gripper link [m]: on the tool's axis, 1.5 cm behind
 the tool-centre point (at 0.11). Its distance to the target is the tool's within ±1.5 cm, and it stays
 outside the progress marker (a camera inside a sphere sees nothing). The picture's summed brightness
-ranks held-out policy frames against the tool's distance at 0.92-0.96 (two held-out sets); 3 cm
+ranks held-out policy frames against the tool's distance at 0.92-0.95 (two sets of 32 episodes); 3 cm
 behind with the 2 cm marker, 0.85-0.91; at the wrist (11 cm behind), 0.69 (pixel area): there the
 tool's tilt changed the camera's distance as much as the last 10 cm of a reach did."""
 
