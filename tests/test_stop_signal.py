@@ -18,20 +18,21 @@ from ros.nodes import NodeProcess, new_domain_id  # noqa: E402
 
 SPINNER = """
 import sys, rclpy
-from rclpy.executors import ExternalShutdownException
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.task import Future
-from deploy_ros.stop_signal import stop_through_rclpy
+from deploy_ros.stop_signal import spin_until_stopped, stop_through_rclpy
 
 if sys.argv[2] == "stop_through_rclpy":
     stop_through_rclpy()
 rclpy.init(domain_id=int(sys.argv[1]))
 node = rclpy.create_node("stop_signal_test")
 node.create_timer(0.005, lambda: None)
+executor = SingleThreadedExecutor()
+executor.add_node(node)
 print("spinning", flush=True)
 try:
-    rclpy.spin_until_future_complete(node, Future())
-except ExternalShutdownException:
-    print("stopped by rclpy", flush=True)
+    if not spin_until_stopped(executor, Future()):
+        print("stopped by rclpy", flush=True)
 except KeyboardInterrupt:
     print("KeyboardInterrupt", flush=True)
 node.destroy_node()
@@ -55,6 +56,41 @@ def test_sigint_reaches_the_spin_as_a_shutdown_not_a_keyboard_interrupt(handler)
         assert "stopped by rclpy" in output and "KeyboardInterrupt" not in output, output
     else:
         assert "KeyboardInterrupt" in output, output
+
+
+RACE = """
+import sys, rclpy
+from rclpy.task import Future
+from deploy_ros.stop_signal import spin_until_stopped
+
+class ShutDownBeforeItsWaitSet:
+    # The SIGINT race, made certain: the context is shut down after the executor's own check, so
+    # building the wait set fails as rclpy's does (its RCLError is a RuntimeError).
+    def spin_until_future_complete(self, future):
+        rclpy.shutdown()
+        raise RuntimeError("failed to initialize wait set: the given context is not valid")
+
+class FailsWhileRunning:
+    def spin_until_future_complete(self, future):
+        raise RuntimeError("a callback failed")
+
+rclpy.init(domain_id=int(sys.argv[1]))
+try:
+    spin_until_stopped(FailsWhileRunning(), Future())
+except RuntimeError as err:
+    print("propagated:", err, flush=True)
+print("stopped" if spin_until_stopped(ShutDownBeforeItsWaitSet(), Future()) is False else "not stopped", flush=True)
+"""
+
+
+def test_a_shutdown_between_the_executors_check_and_its_wait_set_is_a_stop():
+    """CI once saw the spin end in "failed to initialize wait set: the given context is not valid": a SIGINT
+    that lands between rclpy's context check and its wait set. That is a stop; any other RuntimeError is not."""
+    domain = new_domain_id()
+    result = subprocess.run([sys.executable, "-c", RACE, str(domain)], capture_output=True, text=True, timeout=60,
+                            env=ros_environment(domain))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.splitlines() == ["propagated: a callback failed", "stopped"], result.stdout + result.stderr
 
 
 def test_sim_robot_node_stops_on_sigint_with_exit_0_and_no_traceback(tmp_path):

@@ -35,7 +35,7 @@ import time
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.clock import Clock, ClockType
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.task import Future
@@ -43,12 +43,12 @@ from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
 from batonlab.deploy import DeployRuntime, ManifestError, State
-from batonlab.deploy.timing import LoopTiming, use_realtime_priority
+from batonlab.deploy.timing import LoopTiming, freeze_startup_objects, use_realtime_priority
 from deploy_ros.command_outputs import CommandOutputs
 from deploy_ros.node_inputs import PolicyInputs
 from deploy_ros.node_params import RefusedToStart, cmd_vel_command, declare_parameters, load_policy_manifest, safety_cfg
 from deploy_ros.node_recording import open_recorder
-from deploy_ros.stop_signal import stop_through_rclpy
+from deploy_ros.stop_signal import spin_until_stopped, stop_through_rclpy
 
 __all__ = ["PolicyNode", "RefusedToStart", "main"]
 
@@ -289,13 +289,13 @@ def main(args=None) -> int:
                 node.get_logger().warning(f"normal scheduling: {failure}")
             else:
                 node.get_logger().info(f"SCHED_FIFO priority {priority}")
+        node.get_logger().info(f"{freeze_startup_objects()} start-up objects frozen out of the garbage collector")
         executor = SingleThreadedExecutor()
         executor.add_node(node)
-        executor.spin_until_future_complete(node.refused)
-        if node.refused.done():
+        if spin_until_stopped(executor, node.refused):
             print(f"[policy_node] refusing to start: {node.refused.result()}", file=sys.stderr, flush=True)
             code = 2
-    except (KeyboardInterrupt, ExternalShutdownException):
+    except KeyboardInterrupt:
         pass
     except RefusedToStart as err:
         print(f"[policy_node] refusing to start: {err}", file=sys.stderr, flush=True)

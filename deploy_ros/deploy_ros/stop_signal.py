@@ -9,16 +9,40 @@ with exit code 0 (seen once in a full test run). Installing a handler that does 
 `rclpy.init`, leaves the stop to rclpy. rclpy puts the default handler back when it shuts down, so
 the nodes install this one again for their cleanup (a second Ctrl-C must not kill the process halfway
 through writing its state file).
+
+The stop can also surface as an RCLError (a RuntimeError) about an invalid context: rclpy's executor
+checks the context, then builds its wait set, and a SIGINT that shuts the context down between the two
+makes the wait set fail (seen once in CI). `spin_until_stopped` takes both forms as the stop they are.
 """
 
 from __future__ import annotations
 
 import signal
 
+import rclpy
+from rclpy.executors import ExternalShutdownException
+
 
 def stop_through_rclpy() -> None:
     """Call before `rclpy.init` in a node's main thread, and again once rclpy has shut down."""
     signal.signal(signal.SIGINT, _leave_it_to_rclpy)
+
+
+def spin_until_stopped(executor, future) -> bool:
+    """Spin `executor` until `future` is done (True) or rclpy is shut down by a stop signal (False).
+
+    A RuntimeError while the context is still valid is a real failure and propagates; so does a
+    KeyboardInterrupt (Python's default handler, when `stop_through_rclpy` was not installed).
+    """
+    try:
+        executor.spin_until_future_complete(future)
+    except ExternalShutdownException:
+        return False
+    except RuntimeError:
+        if rclpy.ok():
+            raise
+        return False
+    return future.done()
 
 
 def _leave_it_to_rclpy(signum, frame) -> None:
