@@ -144,7 +144,7 @@ def test_sim_to_sim_over_ros2_matches_play(arm_reach_policy, tmp_path):
 
     results_file = tmp_path / "sim_to_sim.json"
     summary = run_sim_to_sim(arm_reach_policy.export_dir, "arm_reach", seed=SEEDS[0], num_episodes=len(SEEDS),
-                             domain_id=new_domain_id(), results_file=results_file, timeout_s=600)
+                             domain_id=new_domain_id(), results_file=results_file, timeout_s=600, log_dir=tmp_path)
     assert summary is not None, "sim_robot_node wrote no results"
     episodes = summary["episodes"]
     assert [e["seed"] for e in episodes] == list(SEEDS)
@@ -154,5 +154,76 @@ def test_sim_to_sim_over_ros2_matches_play(arm_reach_policy, tmp_path):
     print(f"\n[sim2sim] over ROS 2: {ros.mean():.3f}, play on the same seeds: {play.mean():.3f} "
           f"({len(SEEDS)} episodes; per seed ros={ros.astype(int).tolist()} play={play.astype(int).tolist()})")
     print(json.dumps({"final_distance_m": [round(e["final_distance"], 4) for e in episodes]}))
+    stops = {e["episode"]: e["policy_stop"] for e in episodes if e["policy_stop"]}
+    print(f"[sim2sim] policy stops (each reset before the next episode): {summary['policy_stops']} {stops}")
     assert play.mean() >= 0.8, f"the briefly trained policy is too weak for the comparison (play {play.mean():.2f})"
-    assert abs(ros.mean() - play.mean()) <= 0.10
+    assert abs(ros.mean() - play.mean()) <= 0.10, f"policy stops: {stops}" + node_log_tails(tmp_path)
+
+
+def node_log_tails(log_dir, lines: int = 25) -> str:
+    """The last lines of both nodes' logs, for an assertion message: a CI failure must say what the nodes saw."""
+    return "".join(f"\n--- {path.name} ---\n" + "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+                   for path in sorted(log_dir.glob("*.log")))
+
+
+class Operator:
+    """A second ROS 2 participant beside sim-to-sim: presses the e-stop, reads the sim robot's episodes."""
+
+    def __init__(self, domain_id: int):
+        from rclpy.qos import QoSProfile, ReliabilityPolicy
+        from std_msgs.msg import Bool, String
+
+        from ros.nodes import DdsPeer
+
+        self.peer = peer = DdsPeer()
+        peer._open_node(domain_id, "operator")
+        self._Bool = Bool
+        self.episodes: list[dict] = []
+        self.pub_estop = peer.node.create_publisher(Bool, "estop", QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
+        peer.node.create_subscription(String, "/sim_robot_node/episode", lambda msg: self.episodes.append(json.loads(msg.data)), 10)
+        peer._spin_in_background()
+
+    def estop(self, active: bool) -> None:
+        self.pub_estop.publish(self._Bool(data=active))
+
+
+@pytest.mark.slow
+def test_sim_to_sim_reports_a_policy_stop_and_resets_it_for_the_next_episode(arm_reach_policy, tmp_path):
+    """A stop is latched: one stall (or an e-stop) in episode 1 must not cost every later episode. The sim
+    robot reports the stop with episode 1 and resets the policy node, which runs the later episodes again."""
+    pytest.importorskip("rclpy", reason="needs rclpy: pip install batonlab[ros]")
+    import threading
+    import time
+
+    from batonlab.cli.deploy import run_sim_to_sim
+    from ros.nodes import new_domain_id
+
+    domain = new_domain_id()
+    operator = Operator(domain)
+    outcome = {}
+    run = threading.Thread(target=lambda: outcome.update(summary=run_sim_to_sim(
+        arm_reach_policy.export_dir, "arm_reach", seed=SEEDS[0], num_episodes=4, domain_id=domain,
+        results_file=tmp_path / "sim_to_sim.json", timeout_s=300, log_dir=tmp_path)), daemon=True)
+    run.start()
+    try:
+        deadline = time.monotonic() + 240
+        while not operator.episodes and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert operator.episodes, "episode 0 never ended"
+        time.sleep(1.0)  # into episode 1
+        operator.estop(True)
+        time.sleep(0.5)
+        operator.estop(False)  # released: the reset at the episode's end may leave stop
+        run.join(timeout=300)
+    finally:
+        operator.peer.close()
+    summary = outcome.get("summary")
+    assert summary is not None, "sim-to-sim wrote no results"
+    episodes = summary["episodes"]
+    stops = [e["policy_stop"] for e in episodes]
+    print(f"\n[sim2sim] stops per episode {stops}; success {[e['success'] for e in episodes]}")
+    logs = node_log_tails(tmp_path)
+    assert stops[0] is None and stops[1] is not None and "e-stop" in stops[1], f"{stops}{logs}"
+    assert stops[2] is None and stops[3] is None, f"the policy was not reset after episode 1: {stops}{logs}"
+    assert summary["policy_stops"] == 1
+    assert episodes[3]["success"], "the reset policy did not reach its target again" + logs

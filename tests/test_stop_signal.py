@@ -109,3 +109,4 @@ def test_sim_robot_node_stops_on_sigint_with_exit_0_and_no_traceback(tmp_path):
     assert code == 0, output
     assert "Traceback" not in output and "KeyboardInterrupt" not in output, output
     assert state_file.exists(), "the cleanup ran to its end"
+    assert "start-up objects frozen out of the garbage collector" in output, output

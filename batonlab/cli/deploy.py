@@ -122,7 +122,7 @@ def run_sim_to_sim(export_dir: Path, task: str, seed: int = 0, num_episodes: int
     # `-p robot:=` with an empty value does not parse: the node's default ("": the task's own robot) stands.
     sim, sim_log = _start_node("sim_robot_node", {"task": task, **({"robot": robot} if robot else {}), "seed": seed,
                                                   "num_episodes": num_episodes, "results_file": str(results_file),
-                                                  **robot_params}, env, log_dir)
+                                                  "policy_node": "/policy_node", **robot_params}, env, log_dir)
     policy, policy_log = _start_node("policy_node", {"manifest": str(export_dir), **wiring, **(policy_params or {})},
                                      env, log_dir)
     print(f"[batonlab] sim-to-sim on ROS_DOMAIN_ID {domain_id}; node output in {log_dir}", flush=True)
@@ -205,6 +205,10 @@ def run(args: list[str]) -> int:
         print(f"[batonlab] sim-to-sim over ROS 2: success rate {summary['success_rate']:.3f}, survival {survival:.3f}"
               + (f", mean |v - v_cmd| {speed:.3f} m/s" if speed is not None else "")
               + f" over {summary['num_episodes']} episodes (seeds {ns.seed}..{ns.seed + summary['num_episodes'] - 1})")
+        stops = [(e["episode"], e["policy_stop"]) for e in episodes if e.get("policy_stop")]
+        if stops:
+            print(f"[batonlab] the policy stopped (and was reset) in {len(stops)} episodes: "
+                  + "; ".join(f"episode {i}: {reason}" for i, reason in stops))
         errors = summary.get("mean_errors") or {}
         if errors:
             print("[batonlab] mean tracking errors: " + ", ".join(f"{key} {value:.3f}" for key, value in errors.items()))

@@ -47,7 +47,14 @@ Episodes: after `warmup_s` simulated seconds of received commands (the policy no
 runs `num_episodes` episodes; episode i starts from the initial state of seed `seed + i`
 (`sim_robot.seed_episode`), ends on the task's time limit or on one of its failure terms, and is
 judged by the task's success term. Results go to ~/episode (JSON: success, length, terminated,
-final_distance [m], mean_speed_error [m/s] or null, commands_received) and, at the end, to `results_file`.
+final_distance [m], mean_speed_error [m/s] or null, commands_received, policy_stop) and, at the end, to `results_file`.
+
+The policy's stops: with `policy_node:=NAME` (run_sim_to_sim sets it) the node follows that policy
+node's `NAME/state` (its safety state machine). Each episode reports `policy_stop`: why the policy
+stopped during it (the first reason, e.g. "stale joint_states (310 ms old)"), or null. A stop is
+latched, so without help every later episode would fail too: when an episode ends with the policy
+stopped, the node calls `NAME/reset`, as an operator resets the robot between trials, and the next
+episode starts with the policy's soft start.
 
 Ground truth: with `state_file:=PATH` (.npz) the node writes, when it ends, what every physics step's
 messages were built from (NumPy arrays: `time_s` (N,) simulated time [s] = the stamp of that step's
@@ -74,19 +81,21 @@ import rclpy
 from geometry_msgs.msg import PoseStamped, Quaternion, Twist
 from nav_msgs.msg import Odometry
 from rclpy.clock import Clock, ClockType
-from rclpy.executors import ExternalShutdownException
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
-from rclpy.qos import QoSProfile, ReliabilityPolicy
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.task import Future
 from rclpy.time import Time
 from rosgraph_msgs.msg import Clock as ClockMsg
 from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Float64MultiArray, String
+from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
+from batonlab.deploy.timing import freeze_startup_objects
 from deploy_ros.messages import TWIST_FIELDS, command_to_twist, pose_to_msg, vector_to_msg
 from deploy_ros.sim_robot import ConfigError, SimRobot
-from deploy_ros.stop_signal import stop_through_rclpy
+from deploy_ros.stop_signal import spin_until_stopped, stop_through_rclpy
 
 PARAMETERS = {
     "task": "arm_reach",
@@ -105,6 +114,7 @@ PARAMETERS = {
     "imu_noise": False,  # add the policy observation's training noise to the imu message
     "cmd_vel_command": "",  # a task command to publish as a Twist on cmd_vel ("": none)
     "state_file": "",  # .npz of the world state after every physics step, written when the node ends ("": none)
+    "policy_node": "",  # a policy node whose stops are reported per episode and reset between episodes ("": none)
 }
 """Parameters of every robot. A robot with several command interfaces also declares, per interface I,
 `command_topics.I` (default `<command_topic>/I`) and `command_joint_orders.I` (default: I's joints)."""
@@ -148,6 +158,16 @@ class SimRobotNode(Node):
             self.create_subscription(Float64MultiArray, topic,
                                      lambda msg, kind=kind: self._on_forward_command(kind, msg), 1)
         self.create_subscription(JointTrajectory, p["trajectory_topic"], self._on_trajectory, 1)
+        self.policy_stopped: str | None = None
+        """Why the followed policy node is stopped now (None: it is not, or none is followed)."""
+        self.episode_policy_stop: str | None = None
+        """The first reason the policy stopped for in the current episode."""
+        self._reset_policy = None
+        if p["policy_node"]:
+            latched = QoSProfile(depth=20, reliability=ReliabilityPolicy.RELIABLE,
+                                 durability=DurabilityPolicy.TRANSIENT_LOCAL)
+            self.create_subscription(String, f"{p['policy_node']}/state", self._on_policy_state, latched)
+            self._reset_policy = self.create_client(Trigger, f"{p['policy_node']}/reset")
         period = robot.physics_dt / max(p["real_time_factor"], 1e-3)
         self.timer = self.create_timer(period, self._on_physics_step, clock=Clock(clock_type=ClockType.STEADY_TIME))
         inputs = ", ".join(f"{kind} {order} on {topic}" for kind, (topic, order) in self.inputs.items())
@@ -223,6 +243,27 @@ class SimRobotNode(Node):
                                     f"{position_joints}", throttle_duration_sec=1.0)
             return
         self._apply(msg.joint_names, msg.points[0].positions)
+
+    def _on_policy_state(self, msg: String) -> None:
+        try:
+            status = json.loads(msg.data)
+            state, reason = str(status["state"]), str(status.get("reason", ""))
+        except (ValueError, KeyError, TypeError):
+            self.get_logger().warning("dropped a policy state that is not the policy node's JSON", throttle_duration_sec=1.0)
+            return
+        if state == "stop":
+            if self.policy_stopped is None and self.robot.episode_index >= 0:
+                self.get_logger().warning(f"the policy stopped in episode {self.robot.episode_index}: {reason}")
+            self.policy_stopped = self.policy_stopped or reason
+            if self.robot.episode_index >= 0:
+                self.episode_policy_stop = self.episode_policy_stop or reason
+        else:
+            self.policy_stopped = None
+
+    def _on_policy_reset(self, future) -> None:
+        response = future.result()
+        if response is not None and not response.success:
+            self.get_logger().warning(f"the policy node refused the reset: {response.message}")
 
     def _apply(self, names, values) -> None:
         values = np.asarray(values, dtype=np.float64)
@@ -313,7 +354,13 @@ class SimRobotNode(Node):
         entry = {"episode": result.index, "seed": result.seed, "success": result.success, "length": result.length,
                  "terminated": result.terminated, "final_distance": result.final_distance,
                  "mean_speed_error": result.mean_speed_error, "mean_errors": result.mean_errors,
-                 "commands_received": self.commands_received}
+                 "commands_received": self.commands_received,
+                 "policy_stop": self.episode_policy_stop or self.policy_stopped}
+        self.episode_policy_stop = None
+        if self.policy_stopped is not None and self._reset_policy is not None:
+            # Stop is latched: reset it between trials, or every later episode is lost to one stall.
+            self.get_logger().info(f"resetting the stopped policy ({self.policy_stopped}) for the next episode")
+            self._reset_policy.call_async(Trigger.Request()).add_done_callback(self._on_policy_reset)
         self.results.append(entry)
         self.pub_episode.publish(String(data=json.dumps(entry)))
         ending = "failed" if result.terminated else "timed out"
@@ -326,6 +373,7 @@ class SimRobotNode(Node):
             summary = {"task": self.params["task"], "seed": self.params["seed"], "num_episodes": n,
                        "success_rate": float(np.mean([r["success"] for r in self.results])),
                        "survival_rate": float(np.mean([not r["terminated"] for r in self.results])),
+                       "policy_stops": sum(r["policy_stop"] is not None for r in self.results),
                        "mean_speed_error": float(np.mean(errors)) if errors else None,
                        "mean_errors": {key: float(np.mean([r["mean_errors"][key] for r in self.results]))
                                        for key in self.results[0]["mean_errors"]},
@@ -352,15 +400,18 @@ def main(args=None) -> int:
     code = 0
     try:
         node = SimRobotNode()
-        rclpy.spin_until_future_complete(node, node.done)
-    except (KeyboardInterrupt, ExternalShutdownException):
+        node.get_logger().info(f"{freeze_startup_objects()} start-up objects frozen out of the garbage collector")
+        executor = SingleThreadedExecutor()
+        executor.add_node(node)
+        spin_until_stopped(executor, node.done)
+    except KeyboardInterrupt:
         pass
     except ConfigError as err:
         print(f"[sim_robot_node] refusing to start: {err}", file=sys.stderr, flush=True)
         code = 2
     except RuntimeError:
         # A stop signal that shuts the context down while the physics timer publishes surfaces as rclpy's
-        # "publisher's context is invalid" (RCLError, a RuntimeError): that is a stop, not a failure.
+        # "publisher's context is invalid" (RCLError, a RuntimeError) from the callback: a stop, not a failure.
         if rclpy.ok():
             raise
     finally:
