@@ -166,25 +166,19 @@ def node_log_tails(log_dir, lines: int = 25) -> str:
                    for path in sorted(log_dir.glob("*.log")))
 
 
-class Operator:
-    """A second ROS 2 participant beside sim-to-sim: presses the e-stop, reads the sim robot's episodes."""
+def start_operator(domain_id: int):
+    """A second ROS 2 participant beside sim-to-sim (the fake robots' peer: e-stop, policy state) that also
+    collects the sim robot's episodes in `.episodes`."""
+    from std_msgs.msg import String
 
-    def __init__(self, domain_id: int):
-        from rclpy.qos import QoSProfile, ReliabilityPolicy
-        from std_msgs.msg import Bool, String
+    from ros.nodes import PolicyNodePeer
 
-        from ros.nodes import DdsPeer
-
-        self.peer = peer = DdsPeer()
-        peer._open_node(domain_id, "operator")
-        self._Bool = Bool
-        self.episodes: list[dict] = []
-        self.pub_estop = peer.node.create_publisher(Bool, "estop", QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
-        peer.node.create_subscription(String, "/sim_robot_node/episode", lambda msg: self.episodes.append(json.loads(msg.data)), 10)
-        peer._spin_in_background()
-
-    def estop(self, active: bool) -> None:
-        self.pub_estop.publish(self._Bool(data=active))
+    peer = PolicyNodePeer()
+    peer._open(domain_id, "reliable")
+    peer.episodes = []
+    peer.node.create_subscription(String, "/sim_robot_node/episode", lambda msg: peer.episodes.append(json.loads(msg.data)), 10)
+    peer._spin_in_background()
+    return peer
 
 
 @pytest.mark.slow
@@ -199,7 +193,7 @@ def test_sim_to_sim_reports_a_policy_stop_and_resets_it_for_the_next_episode(arm
     from ros.nodes import new_domain_id
 
     domain = new_domain_id()
-    operator = Operator(domain)
+    operator = start_operator(domain)
     outcome = {}
     run = threading.Thread(target=lambda: outcome.update(summary=run_sim_to_sim(
         arm_reach_policy.export_dir, "arm_reach", seed=SEEDS[0], num_episodes=4, domain_id=domain,
@@ -216,7 +210,7 @@ def test_sim_to_sim_reports_a_policy_stop_and_resets_it_for_the_next_episode(arm
         operator.estop(False)  # released: the reset at the episode's end may leave stop
         run.join(timeout=300)
     finally:
-        operator.peer.close()
+        operator.close()
     summary = outcome.get("summary")
     assert summary is not None, "sim-to-sim wrote no results"
     episodes = summary["episodes"]

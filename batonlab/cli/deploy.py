@@ -122,7 +122,7 @@ def run_sim_to_sim(export_dir: Path, task: str, seed: int = 0, num_episodes: int
     # `-p robot:=` with an empty value does not parse: the node's default ("": the task's own robot) stands.
     sim, sim_log = _start_node("sim_robot_node", {"task": task, **({"robot": robot} if robot else {}), "seed": seed,
                                                   "num_episodes": num_episodes, "results_file": str(results_file),
-                                                  "policy_node": "/policy_node", **robot_params}, env, log_dir)
+                                                  **robot_params}, env, log_dir)
     policy, policy_log = _start_node("policy_node", {"manifest": str(export_dir), **wiring, **(policy_params or {})},
                                      env, log_dir)
     print(f"[batonlab] sim-to-sim on ROS_DOMAIN_ID {domain_id}; node output in {log_dir}", flush=True)

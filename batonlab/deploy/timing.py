@@ -90,10 +90,10 @@ def freeze_startup_objects() -> int:
     collector's reach; returns how many. Call once a node is built, before it spins.
 
     A full collection walks every tracked object, and a process that imported torch and MuJoCo holds
-    hundreds of thousands of them: in sim_robot_node one took 300 ms on a 2-core machine, long past the
-    policy node's 40 ms stale timeout, so the robot it simulated went silent and the policy stopped (a
-    CI run lost 12 of 16 sim-to-sim episodes that way). Objects made later (messages, arrays) are still
-    collected, cheaply, in the young generations.
+    hundreds of thousands of them: in sim_robot_node one took 200-300 ms on a 2-core machine. On a wall
+    clock that is far past a 50 Hz policy's 40 ms stale timeout: a robot process that pauses that long
+    goes silent and the policy stops. Objects made later (messages, arrays) are still collected,
+    cheaply, in the young generations.
     """
     gc.collect()
     gc.freeze()

@@ -49,7 +49,7 @@ runs `num_episodes` episodes; episode i starts from the initial state of seed `s
 judged by the task's success term. Results go to ~/episode (JSON: success, length, terminated,
 final_distance [m], mean_speed_error [m/s] or null, commands_received, policy_stop) and, at the end, to `results_file`.
 
-The policy's stops: with `policy_node:=NAME` (run_sim_to_sim sets it) the node follows that policy
+The policy's stops: with `policy_node:=NAME` (config/sim_to_sim.yaml sets it) the node follows that policy
 node's `NAME/state` (its safety state machine). Each episode reports `policy_stop`: why the policy
 stopped during it (the first reason, e.g. "stale joint_states (310 ms old)"), or null. A stop is
 latched, so without help every later episode would fail too: when an episode ends with the policy

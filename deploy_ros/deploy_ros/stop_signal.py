@@ -12,7 +12,7 @@ through writing its state file).
 
 The stop can also surface as an RCLError (a RuntimeError) about an invalid context: rclpy's executor
 checks the context, then builds its wait set, and a SIGINT that shuts the context down between the two
-makes the wait set fail (seen once in CI). `spin_until_stopped` takes both forms as the stop they are.
+makes the wait set fail (seen in CI). `spin_until_stopped` takes both forms as the stop they are.
 """
 
 from __future__ import annotations

@@ -46,8 +46,7 @@ def generate_launch_description():
             parameters=[config, {"task": task, "robot": ParameterValue(robot, value_type=str),
                                  "seed": ParameterValue(seed, value_type=int),
                                  "num_episodes": ParameterValue(num_episodes, value_type=int),
-                                 "cmd_vel_command": ParameterValue(cmd_vel_command, value_type=str),
-                                 "policy_node": "/policy_node"}],
+                                 "cmd_vel_command": ParameterValue(cmd_vel_command, value_type=str)}],
         ),
         Node(package="deploy_ros", executable="policy_node", output="screen", parameters=[config, {"manifest": export}]),
     ])
