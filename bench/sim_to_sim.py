@@ -1,12 +1,14 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Sim-to-sim over ROS 2 against `play`, seed for seed: the table of issue 11.
 
-    python bench/sim_to_sim.py RUN_DIR [--seed 1000] [--episodes 16] [--domain-id 61]
+    python bench/sim_to_sim.py RUN_DIR [--seed 1000] [--episodes 16] [--domain-id 61] [--real-time]
 
 1. `play`: the run's newest checkpoint (the torch policy `batonlab play` runs) in the task's play
    configuration, one episode per seed from the initial state of that seed (`seed_episode`).
 2. ROS 2: the run's export in `policy_node`, `sim_robot_node` as the robot, over Fast DDS on
-   127.0.0.1 (`batonlab deploy --sim`'s `run_sim_to_sim`), episode i from seed `--seed` + i.
+   127.0.0.1 (`batonlab deploy --sim`'s `run_sim_to_sim`), episode i from seed `--seed` + i; in
+   lockstep (each control period waits for its command), or with `--real-time` on the wall clock as a
+   robot, with the commands' mean delay into their period [physics steps].
 
 Both sides draw the same commands from the same seeds. A velocity command reaches `policy_node` as a
 `cmd_vel` Twist, which carries no height: both sides then hold the height at the command's default
@@ -71,6 +73,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1000)
     parser.add_argument("--episodes", type=int, default=16)
     parser.add_argument("--domain-id", type=int, default=61)
+    parser.add_argument("--real-time", action="store_true", help="the sim robot on the wall clock (default: lockstep)")
     args = parser.parse_args()
     torch.set_num_threads(1)
 
@@ -89,13 +92,16 @@ def main() -> int:
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as logs:
         summary = run_sim_to_sim(export_dir, task, args.seed, args.episodes, args.domain_id, log_dir=Path(logs),
-                                 timeout_s=120.0 + 3.0 * args.episodes * 30.0)
+                                 timeout_s=120.0 + 3.0 * args.episodes * 30.0, lockstep=not args.real_time)
     episodes = summary["episodes"]
     errors = [e.get("mean_speed_error") for e in episodes]
     ros = Episodes(np.array([e["success"] for e in episodes]), np.array([e["length"] for e in episodes]),
                    np.array([e["terminated"] for e in episodes]),
                    np.array(errors, dtype=float) if errors and errors[0] is not None else None)
-    print(f"ROS 2 sim-to-sim: {time.perf_counter() - start:.0f} s", flush=True)
+    delays = [e["command_delay_steps"] for e in episodes if e["command_delay_steps"] is not None]
+    print(f"ROS 2 sim-to-sim ({'real time' if args.real_time else 'lockstep'}): {time.perf_counter() - start:.0f} s; "
+          f"commands {np.mean(delays) if delays else 0.0:.2f} physics steps into their period on average, "
+          f"{summary['late_commands']} periods began on the previous targets", flush=True)
 
     print(summarize("play", play))
     print(summarize("ROS 2", ros))

@@ -4,6 +4,7 @@
     batonlab deploy EXPORT_DIR                      validate manifest.json + policy.onnx, dry-run the robot side
     batonlab deploy --sim CHECKPOINT_OR_EXPORT_DIR  … then sim_robot_node + policy_node over ROS 2 (loopback DDS)
     batonlab deploy --sim … --record DIR            … and policy_node records a rosbag2 bag in DIR (batonlab replay BAG)
+    batonlab deploy --sim … --real-time             … the sim robot runs on the wall clock, as a robot (default: lockstep)
 
 A checkpoint (`model_*.pt`) or a run folder is exported first (next to it, in `exported/`). Every
 export is dry-run before it is called deployable: the robot-side runtime loads the ONNX file and
@@ -100,8 +101,13 @@ def resolve_export(target: Path, task: str | None) -> Path:
 
 def run_sim_to_sim(export_dir: Path, task: str, seed: int = 0, num_episodes: int = 0, domain_id: int = 42,
                    results_file: Path | None = None, policy_params: dict | None = None, loopback: bool = True,
-                   timeout_s: float | None = None, log_dir: Path | None = None, robot: str | None = None) -> dict | None:
+                   timeout_s: float | None = None, log_dir: Path | None = None, robot: str | None = None,
+                   lockstep: bool = True) -> dict | None:
     """Start sim_robot_node and policy_node; wait for `num_episodes` (or Ctrl-C); return the summary.
+
+    `lockstep` (config/sim_to_sim.yaml's default): every control period waits for the policy's commands
+    to its state, so the result is `play`'s whatever the load; False runs the sim robot on the wall clock
+    and the policy's latency counts, as on a robot (each episode reports `command_delay_steps`).
 
     `robot` is the robot description of a task over any robot (`export_robot` reads it from an export).
 
@@ -122,7 +128,7 @@ def run_sim_to_sim(export_dir: Path, task: str, seed: int = 0, num_episodes: int
     # `-p robot:=` with an empty value does not parse: the node's default ("": the task's own robot) stands.
     sim, sim_log = _start_node("sim_robot_node", {"task": task, **({"robot": robot} if robot else {}), "seed": seed,
                                                   "num_episodes": num_episodes, "results_file": str(results_file),
-                                                  **robot_params}, env, log_dir)
+                                                  "lockstep": lockstep, **robot_params}, env, log_dir)
     policy, policy_log = _start_node("policy_node", {"manifest": str(export_dir), **wiring, **(policy_params or {})},
                                      env, log_dir)
     print(f"[batonlab] sim-to-sim on ROS_DOMAIN_ID {domain_id}; node output in {log_dir}", flush=True)
@@ -177,6 +183,8 @@ def run(args: list[str]) -> int:
     parser.add_argument("--results", type=Path, default=None, help="JSON summary of the episodes")
     parser.add_argument("--no-loopback", action="store_true", help="use the default DDS transports instead of 127.0.0.1")
     parser.add_argument("--record", type=Path, default=None, metavar="DIR", help="policy_node records a bag in DIR (--sim)")
+    parser.add_argument("--real-time", action="store_true", help="--sim: the sim robot runs on the wall clock and does not "
+                        "wait for the policy's commands (its latency counts, as on a robot)")
     ns = parser.parse_args(args)
 
     export_dir = resolve_export(ns.target.resolve(), ns.task)
@@ -197,7 +205,7 @@ def run(args: list[str]) -> int:
     record = {"record": True, "record_dir": str(ns.record.resolve()), "record_seed": ns.seed} if ns.record else None
     robot = str(Path(ns.robot).resolve()) if ns.robot else export_robot(manifest)
     summary = run_sim_to_sim(export_dir, ns.task or manifest.task, ns.seed, ns.episodes, ns.domain_id, ns.results,
-                             policy_params=record, loopback=not ns.no_loopback, robot=robot)
+                             policy_params=record, loopback=not ns.no_loopback, robot=robot, lockstep=not ns.real_time)
     if summary:
         episodes = summary.get("episodes", [])
         survival = sum(not e["terminated"] for e in episodes) / max(len(episodes), 1)
@@ -209,6 +217,11 @@ def run(args: list[str]) -> int:
         if stops:
             print(f"[batonlab] the policy stopped (and was reset) in {len(stops)} episodes: "
                   + "; ".join(f"episode {i}: {reason}" for i, reason in stops))
+        delays = [e["command_delay_steps"] for e in episodes if e.get("command_delay_steps") is not None]
+        mode = "lockstep" if summary.get("lockstep") else "real time"
+        print(f"[batonlab] {mode}: {summary.get('late_commands', 0)} control periods began on the previous targets "
+              f"(mean delay {sum(delays) / max(len(delays), 1):.2f} physics steps), "
+              f"{summary.get('lockstep_timeouts', 0)} lockstep waits timed out")
         errors = summary.get("mean_errors") or {}
         if errors:
             print("[batonlab] mean tracking errors: " + ", ".join(f"{key} {value:.3f}" for key, value in errors.items()))

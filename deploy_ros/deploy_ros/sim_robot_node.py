@@ -43,11 +43,24 @@ Time: physics runs on a steady wall-clock timer at `real_time_factor` × real ti
 the CPU cannot keep up), and /clock carries the simulated time, so a policy node with
 `use_sim_time:=true` acts once per simulated control period whatever the wall-clock speed.
 
+Lockstep (`lockstep:=true`, config/sim_to_sim.yaml): at the start of each control period the physics
+waits until the commands computed from that period's state have arrived (one message per command
+interface), so every period runs on the targets of its own state, as in `batonlab play`, however
+slow the machine or the DDS. Without it the robot runs on, as a real one does: a command that
+arrives k physics steps into its period leaves the previous targets on for those k steps. Lockstep
+engages with the first command (and, with `policy_node`, only while that policy is in ramp or run:
+a passive or stopped policy sends nothing to wait for); a period that waits `lockstep_timeout_s`
+wall seconds in vain runs on without its command, is counted, and the wait resumes with the next
+command. Each episode reports `command_delay_steps` (mean physics steps from a period's start to
+its command's arrival: 0 in lockstep), `late_commands` (periods whose command came after their first
+physics step) and `lockstep_timeouts`.
+
 Episodes: after `warmup_s` simulated seconds of received commands (the policy node's soft start), the node
 runs `num_episodes` episodes; episode i starts from the initial state of seed `seed + i`
 (`sim_robot.seed_episode`), ends on the task's time limit or on one of its failure terms, and is
 judged by the task's success term. Results go to ~/episode (JSON: success, length, terminated,
-final_distance [m], mean_speed_error [m/s] or null, commands_received, policy_stop) and, at the end, to `results_file`.
+final_distance [m], mean_speed_error [m/s] or null, commands_received, policy_stop, command_delay_steps,
+late_commands, lockstep_timeouts) and, at the end, to `results_file`.
 
 The policy's stops: with `policy_node:=NAME` (config/sim_to_sim.yaml sets it) the node follows that policy
 node's `NAME/state` (its safety state machine). Each episode reports `policy_stop`: why the policy
@@ -115,6 +128,8 @@ PARAMETERS = {
     "cmd_vel_command": "",  # a task command to publish as a Twist on cmd_vel ("": none)
     "state_file": "",  # .npz of the world state after every physics step, written when the node ends ("": none)
     "policy_node": "",  # a policy node whose stops are reported per episode and reset between episodes ("": none)
+    "lockstep": False,  # each control period waits for the commands computed from its state
+    "lockstep_timeout_s": 1.0,  # wall seconds a period waits for them before it runs on without
 }
 """Parameters of every robot. A robot with several command interfaces also declares, per interface I,
 `command_topics.I` (default `<command_topic>/I`) and `command_joint_orders.I` (default: I's joints)."""
@@ -162,6 +177,18 @@ class SimRobotNode(Node):
         """Why the followed policy node is stopped now (None: it is not, or none is followed)."""
         self.episode_policy_stop: str | None = None
         """The first reason the policy stopped for in the current episode."""
+        self.policy_state: str | None = None
+        """The followed policy node's state (passive, ramp, run, stop); None until heard or when none is followed."""
+        self.lockstep = bool(p["lockstep"])
+        self._lockstep_engaged = False
+        """Commands flow (none timed out since the last one): the next period waits for its own."""
+        self._period_start: tuple[int, float] | None = None
+        """(physics step, steady time [s]) at which the current period's state went out, until its command is in."""
+        self._period_kinds: set[str] = set()
+        """Command interfaces heard from since the current period's state went out."""
+        self._delays: list[int] = []
+        """Physics steps from each period's start to its command, this episode."""
+        self._lockstep_timeouts = 0
         self._reset_policy = None
         if p["policy_node"]:
             latched = QoSProfile(depth=20, reliability=ReliabilityPolicy.RELIABLE,
@@ -169,7 +196,8 @@ class SimRobotNode(Node):
             self.create_subscription(String, f"{p['policy_node']}/state", self._on_policy_state, latched)
             self._reset_policy = self.create_client(Trigger, f"{p['policy_node']}/reset")
         period = robot.physics_dt / max(p["real_time_factor"], 1e-3)
-        self.timer = self.create_timer(period, self._on_physics_step, clock=Clock(clock_type=ClockType.STEADY_TIME))
+        self._steady = Clock(clock_type=ClockType.STEADY_TIME)
+        self.timer = self.create_timer(period, self._on_physics_step, clock=self._steady)
         inputs = ", ".join(f"{kind} {order} on {topic}" for kind, (topic, order) in self.inputs.items())
         self.get_logger().info(
             f"{p['task']}: {len(robot.joint_names)} joints at {1 / robot.physics_dt:.0f} Hz, commands: {inputs}; "
@@ -230,7 +258,7 @@ class SimRobotNode(Node):
             self.get_logger().warning(f"dropped a {kind} command of {len(msg.data)} values, expected {len(order)}",
                                       throttle_duration_sec=1.0)
             return
-        self._apply(order, msg.data)
+        self._apply(order, msg.data, kind)
 
     def _on_trajectory(self, msg: JointTrajectory) -> None:
         if not msg.points:
@@ -242,7 +270,7 @@ class SimRobotNode(Node):
                                     f"{len(msg.points[0].positions)} positions; the robot's position joints are "
                                     f"{position_joints}", throttle_duration_sec=1.0)
             return
-        self._apply(msg.joint_names, msg.points[0].positions)
+        self._apply(msg.joint_names, msg.points[0].positions, "position")
 
     def _on_policy_state(self, msg: String) -> None:
         try:
@@ -251,6 +279,7 @@ class SimRobotNode(Node):
         except (ValueError, KeyError, TypeError):
             self.get_logger().warning("dropped a policy state that is not the policy node's JSON", throttle_duration_sec=1.0)
             return
+        self.policy_state = state
         if state == "stop":
             if self.policy_stopped is None and self.robot.episode_index >= 0:
                 self.get_logger().warning(f"the policy stopped in episode {self.robot.episode_index}: {reason}")
@@ -265,7 +294,7 @@ class SimRobotNode(Node):
         if response is not None and not response.success:
             self.get_logger().warning(f"the policy node refused the reset: {response.message}")
 
-    def _apply(self, names, values) -> None:
+    def _apply(self, names, values, kind: str) -> None:
         values = np.asarray(values, dtype=np.float64)
         if not np.isfinite(values).all():
             # A real servo drive rejects such a frame; count it, keep the previous targets.
@@ -275,8 +304,35 @@ class SimRobotNode(Node):
         self.commands_received += 1
         if self.first_command_time is None:
             self.first_command_time = self.sim_time
+        self._lockstep_engaged = True
+        if self._period_start is not None:
+            self._period_kinds.add(kind)
+            if self._period_kinds >= self.inputs.keys():
+                self._delays.append(self.robot.physics_steps - self._period_start[0])
+                self._period_start = None
+
+    def _waits_for_commands(self) -> bool:
+        """Lockstep: the current period's commands are due and not all in, and the wait has not timed out."""
+        if not (self.lockstep and self._lockstep_engaged and self._period_start is not None
+                and self.robot.physics_steps == self._period_start[0]):
+            return False
+        if self.policy_state not in (None, "ramp", "run"):
+            return False  # a passive or stopped policy commands nothing (or holds): nothing to wait for
+        if self._steady_s() - self._period_start[1] < self.params["lockstep_timeout_s"]:
+            return True
+        self._lockstep_timeouts += 1
+        self._lockstep_engaged = False  # run on until commands flow again
+        self.get_logger().warning(f"lockstep: no command {self.params['lockstep_timeout_s']:g} s after the period's "
+                                  f"state went out; running on without it ({self._lockstep_timeouts} this episode)",
+                                  throttle_duration_sec=5.0)
+        return False
+
+    def _steady_s(self) -> float:
+        return self._steady.now().nanoseconds * 1e-9
 
     def _on_physics_step(self) -> None:
+        if self._waits_for_commands():
+            return
         robot = self.robot
         result = robot.step()
         if self.states is not None:
@@ -285,6 +341,8 @@ class SimRobotNode(Node):
         self._publish_state(stamp)
         period_ended = robot.physics_steps % robot.decimation == 0
         if period_ended:
+            # The next period starts now: its commands will be computed from the state just published.
+            self._period_start, self._period_kinds = (robot.physics_steps, self._steady_s()), set()
             for name, pub in self.pub_commands.items():
                 pub.publish(vector_to_msg(robot.command(name), stamp, self.frame_id))
             if self.pub_cmd_vel is not None:
@@ -295,6 +353,7 @@ class SimRobotNode(Node):
               and self.sim_time - self.first_command_time >= self.params["warmup_s"]):
             self.get_logger().info(f"warm-up done; episode 0 (seed {robot.base_seed})")
             robot.next_episode()
+            self._delays, self._lockstep_timeouts = [], 0  # episode 0's figures, not the warm-up's
         if self.pub_clock is not None:
             # Last: nodes on sim time see this step's state before their timers fire for it.
             self.pub_clock.publish(ClockMsg(clock=stamp))
@@ -355,8 +414,12 @@ class SimRobotNode(Node):
                  "terminated": result.terminated, "final_distance": result.final_distance,
                  "mean_speed_error": result.mean_speed_error, "mean_errors": result.mean_errors,
                  "commands_received": self.commands_received,
-                 "policy_stop": self.episode_policy_stop or self.policy_stopped}
+                 "policy_stop": self.episode_policy_stop or self.policy_stopped,
+                 "command_delay_steps": float(np.mean(self._delays)) if self._delays else None,
+                 "late_commands": int(np.count_nonzero(np.asarray(self._delays) > 0)),
+                 "lockstep_timeouts": self._lockstep_timeouts}
         self.episode_policy_stop = None
+        self._delays, self._lockstep_timeouts = [], 0
         if self.policy_stopped is not None and self._reset_policy is not None:
             # Stop is latched: reset it between trials, or every later episode is lost to one stall.
             self.get_logger().info(f"resetting the stopped policy ({self.policy_stopped}) for the next episode")
@@ -374,6 +437,9 @@ class SimRobotNode(Node):
                        "success_rate": float(np.mean([r["success"] for r in self.results])),
                        "survival_rate": float(np.mean([not r["terminated"] for r in self.results])),
                        "policy_stops": sum(r["policy_stop"] is not None for r in self.results),
+                       "lockstep": self.lockstep,
+                       "late_commands": sum(r["late_commands"] for r in self.results),
+                       "lockstep_timeouts": sum(r["lockstep_timeouts"] for r in self.results),
                        "mean_speed_error": float(np.mean(errors)) if errors else None,
                        "mean_errors": {key: float(np.mean([r["mean_errors"][key] for r in self.results]))
                                        for key in self.results[0]["mean_errors"]},

@@ -32,6 +32,7 @@ def generate_launch_description():
     seed = LaunchConfiguration("seed")
     num_episodes = LaunchConfiguration("num_episodes")
     cmd_vel_command = LaunchConfiguration("cmd_vel_command")
+    lockstep = LaunchConfiguration("lockstep")
     return LaunchDescription([
         DeclareLaunchArgument("export", description="folder written by `batonlab export` (policy.onnx + manifest.json)"),
         DeclareLaunchArgument("task", default_value="arm_reach"),
@@ -41,12 +42,15 @@ def generate_launch_description():
         DeclareLaunchArgument("num_episodes", default_value="0", description="0: run until stopped"),
         DeclareLaunchArgument("cmd_vel_command", default_value="",
                               description="task command the simulator publishes on cmd_vel (wl_*: base_velocity); '': none"),
+        DeclareLaunchArgument("lockstep", default_value="true",
+                              description="each control period waits for the policy's commands; false: real time, as a robot"),
         Node(
             package="deploy_ros", executable="sim_robot_node", output="screen",
             parameters=[config, {"task": task, "robot": ParameterValue(robot, value_type=str),
                                  "seed": ParameterValue(seed, value_type=int),
                                  "num_episodes": ParameterValue(num_episodes, value_type=int),
-                                 "cmd_vel_command": ParameterValue(cmd_vel_command, value_type=str)}],
+                                 "cmd_vel_command": ParameterValue(cmd_vel_command, value_type=str),
+                                 "lockstep": ParameterValue(lockstep, value_type=bool)}],
         ),
         Node(package="deploy_ros", executable="policy_node", output="screen", parameters=[config, {"manifest": export}]),
     ])

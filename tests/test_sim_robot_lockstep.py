@@ -1,0 +1,122 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""`sim_robot_node lockstep:=true` over DDS, driven from this process as a slow controller would drive it.
+
+The simulator's /clock is the proof: while a control period waits for its command, no later simulated
+time may go out; a controller that goes silent costs one `lockstep_timeout_s`, after which the robot
+runs on the wall clock; the next command brings the wait back.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from batonlab.tasks import make_task_cfg
+
+PHYSICS_DT = float(make_task_cfg("arm_reach").sim.physics_dt)
+DECIMATION = int(make_task_cfg("arm_reach").sim.decimation)
+CONTROL_DT = PHYSICS_DT * DECIMATION
+TIMEOUT_S = 0.6
+REPLY_DELAY_S = 0.1
+"""The controller answers each period this long after its state went out (5 physics steps' worth of wall time
+at real time: without lockstep the sim would have run 20 physics steps on the old targets)."""
+
+
+def is_period_start(t: float) -> bool:
+    return round(t / PHYSICS_DT) % DECIMATION == 0
+
+
+def test_lockstep_waits_for_each_periods_command_and_times_out_when_none_comes(tmp_path):
+    pytest.importorskip("rclpy", reason="needs rclpy: pip install batonlab[ros]")
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from rosgraph_msgs.msg import Clock
+    from std_msgs.msg import Float64MultiArray
+
+    from ros.nodes import DdsPeer, NodeProcess, new_domain_id
+
+    class Controller(DdsPeer):
+        """Records (wall time, simulated time) of every /clock message; sends arm_reach joint commands."""
+
+        def __init__(self, domain_id: int):
+            self._open_node(domain_id, "slow_controller")
+            self.clock: list[tuple[float, float]] = []
+            self.node.create_subscription(Clock, "/clock", self._on_clock,
+                                          QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE))
+            self.commands = self.node.create_publisher(Float64MultiArray, "joint_commands", 10)
+            self._spin_in_background()
+
+        def _on_clock(self, msg) -> None:
+            with self.lock:
+                self.clock.append((time.monotonic(), msg.clock.sec + msg.clock.nanosec * 1e-9))
+
+        def received(self) -> list[tuple[float, float]]:
+            with self.lock:
+                return list(self.clock)
+
+        def command(self) -> None:
+            self.commands.publish(Float64MultiArray(data=[0.0] * 6))
+
+        def stalled_at(self, after: float, timeout: float = 30.0) -> float:
+            """The simulated time at which /clock stops, later than `after`: no message for REPLY_DELAY_S."""
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                clock = self.received()
+                if clock and clock[-1][1] > after + 1e-9 and time.monotonic() - clock[-1][0] >= REPLY_DELAY_S:
+                    return clock[-1][1]
+                time.sleep(0.005)
+            raise AssertionError(f"the simulator never stopped for a command after {after:.3f} s of simulated time")
+
+        def latest(self) -> float:
+            clock = self.received()
+            return clock[-1][1] if clock else -1.0
+
+    domain = new_domain_id()
+    node = NodeProcess("sim_robot_node", domain, tmp_path, params={
+        "task": "arm_reach", "warmup_s": 1e9, "lockstep": True, "lockstep_timeout_s": TIMEOUT_S})
+    controller = Controller(domain)
+    try:
+        deadline = time.monotonic() + 120
+        while controller.latest() < 0.5 or not controller.commands.get_subscription_count():
+            assert time.monotonic() < deadline and node.process.poll() is None, f"no /clock:\n{node.output}"
+            time.sleep(0.05)
+        # Before any command the robot runs on its own (a policy's passive phase sends nothing).
+        start = controller.latest()
+        time.sleep(0.5)
+        assert controller.latest() > start + 0.1, "without commands the robot must run on the wall clock"
+        controller.command()  # engages lockstep
+
+        # A slow controller: each period holds at its start, with no later simulated time, until its command.
+        t = controller.latest()
+        for _ in range(5):
+            t = controller.stalled_at(t)
+            assert is_period_start(t), f"the simulator stopped at {t:.4f} s, inside a control period"
+            controller.command()
+        waited_at = controller.stalled_at(t)
+        assert is_period_start(waited_at) and waited_at == pytest.approx(t + CONTROL_DT, abs=1e-9), \
+            f"one command, one period: from {t:.3f} s to {waited_at:.3f} s"
+
+        # Silence: one timeout, then the wall clock drives the robot again.
+        time.sleep(TIMEOUT_S + 1.5)
+        clock = np.array(controller.received())
+        after = clock[clock[:, 1] > waited_at + 1e-9]
+        assert len(after), f"the simulator stayed at {waited_at:.3f} s without a command:\n{node.output}"
+        stalled_s = after[0, 0] - clock[clock[:, 1] <= waited_at + 1e-9][-1, 0]
+        ran_on_s = after[-1, 1] - waited_at
+        print(f"\n[lockstep] silent controller: waited {stalled_s:.2f} s (timeout {TIMEOUT_S} s), "
+              f"then {ran_on_s:.2f} s of simulated time in the next {after[-1, 0] - after[0, 0]:.2f} s of wall time")
+        assert stalled_s >= TIMEOUT_S - 0.05, f"the period ran before its timeout ({stalled_s:.2f} s)"
+        assert ran_on_s > 20 * CONTROL_DT, "after the timeout the robot must run on without commands"
+
+        # A command brings the wait back.
+        controller.command()
+        t = controller.stalled_at(controller.latest())
+        assert is_period_start(t), "lockstep did not resume with the next command"
+        controller.command()
+    finally:
+        controller.close()
+        code = node.stop()
+    output = node.output
+    assert code == 0 and "Traceback" not in output, output
+    assert "lockstep: no command 0.6 s after the period's state went out" in output
