@@ -8,6 +8,7 @@ runs on the wall clock; the next command brings the wait back.
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import numpy as np
@@ -28,23 +29,28 @@ def is_period_start(t: float) -> bool:
     return round(t / PHYSICS_DT) % DECIMATION == 0
 
 
-def test_lockstep_waits_for_each_periods_command_and_times_out_when_none_comes(tmp_path):
-    pytest.importorskip("rclpy", reason="needs rclpy: pip install batonlab[ros]")
-    from rclpy.qos import QoSProfile, ReliabilityPolicy
-    from rosgraph_msgs.msg import Clock
-    from std_msgs.msg import Float64MultiArray
+def controller_class():
+    """A controller on the sim robot's DDS domain (built here: rclpy is an optional dependency).
 
-    from ros.nodes import DdsPeer, NodeProcess, new_domain_id
+    It records (wall time, simulated time) of every /clock message, sends arm_reach joint commands and,
+    given `state_topic`, publishes policy states there."""
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+    from rosgraph_msgs.msg import Clock
+    from std_msgs.msg import Float64MultiArray, String
+
+    from ros.nodes import DdsPeer
 
     class Controller(DdsPeer):
-        """Records (wall time, simulated time) of every /clock message; sends arm_reach joint commands."""
-
-        def __init__(self, domain_id: int):
+        def __init__(self, domain_id: int, state_topic: str | None = None):
             self._open_node(domain_id, "slow_controller")
             self.clock: list[tuple[float, float]] = []
             self.node.create_subscription(Clock, "/clock", self._on_clock,
                                           QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE))
             self.commands = self.node.create_publisher(Float64MultiArray, "joint_commands", 10)
+            # A policy node's ~/state as sim_robot_node follows it (RELIABLE, TRANSIENT_LOCAL).
+            latched = QoSProfile(depth=20, reliability=ReliabilityPolicy.RELIABLE,
+                                 durability=DurabilityPolicy.TRANSIENT_LOCAL)
+            self.state = self.node.create_publisher(String, state_topic, latched) if state_topic else None
             self._spin_in_background()
 
         def _on_clock(self, msg) -> None:
@@ -72,15 +78,35 @@ def test_lockstep_waits_for_each_periods_command_and_times_out_when_none_comes(t
             clock = self.received()
             return clock[-1][1] if clock else -1.0
 
+    return Controller
+
+
+@contextlib.contextmanager
+def sim_robot_with_controller(tmp_path, state_topic: str | None = None, **params):
+    """sim_robot_node (arm_reach, lockstep, no episodes) in a child process and a `controller_class()` here,
+    once /clock runs and the node hears the controller; on exit the node must end cleanly. Yields (node, controller)."""
+    from ros.nodes import NodeProcess, new_domain_id
+
     domain = new_domain_id()
-    node = NodeProcess("sim_robot_node", domain, tmp_path, params={
-        "task": "arm_reach", "warmup_s": 1e9, "lockstep": True, "lockstep_timeout_s": TIMEOUT_S})
-    controller = Controller(domain)
+    node = NodeProcess("sim_robot_node", domain, tmp_path, params={"task": "arm_reach", "warmup_s": 1e9, "lockstep": True,
+                                                                    **params})
+    controller = controller_class()(domain, state_topic)
+    publishers = [controller.commands] + ([controller.state] if state_topic else [])
     try:
         deadline = time.monotonic() + 120
-        while controller.latest() < 0.5 or not controller.commands.get_subscription_count():
+        while controller.latest() < 0.5 or not all(pub.get_subscription_count() for pub in publishers):
             assert time.monotonic() < deadline and node.process.poll() is None, f"no /clock:\n{node.output}"
             time.sleep(0.05)
+        yield node, controller
+    finally:
+        controller.close()
+        code = node.stop()
+    assert code == 0 and "Traceback" not in node.output, node.output
+
+
+def test_lockstep_waits_for_each_periods_command_and_times_out_when_none_comes(tmp_path):
+    pytest.importorskip("rclpy", reason="needs rclpy: pip install batonlab[ros]")
+    with sim_robot_with_controller(tmp_path, lockstep_timeout_s=TIMEOUT_S) as (node, controller):
         # Before any command the robot runs on its own (a policy's passive phase sends nothing).
         start = controller.latest()
         time.sleep(0.5)
@@ -114,11 +140,7 @@ def test_lockstep_waits_for_each_periods_command_and_times_out_when_none_comes(t
         t = controller.stalled_at(controller.latest())
         assert is_period_start(t), "lockstep did not resume with the next command"
         controller.command()
-    finally:
-        controller.close()
-        code = node.stop()
     output = node.output
-    assert code == 0 and "Traceback" not in output, output
     assert "lockstep: no command 0.6 s after the period's state went out" in output
 
 
@@ -128,70 +150,25 @@ def test_lockstep_does_not_wait_for_a_stopped_policy_and_drops_a_state_that_is_n
     timeout. A state message that is not the policy node's JSON (another vendor's node, a typo) is dropped
     with a warning and changes nothing."""
     pytest.importorskip("rclpy", reason="needs rclpy: pip install batonlab[ros]")
-    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-    from rosgraph_msgs.msg import Clock
-    from std_msgs.msg import Float64MultiArray, String
+    from std_msgs.msg import String
 
-    from ros.nodes import DdsPeer, NodeProcess, new_domain_id
-
-    class FakePolicy(DdsPeer):
-        def __init__(self, domain_id: int):
-            self._open_node(domain_id, "fake_policy_peer")
-            self.clock: list[tuple[float, float]] = []
-            self.node.create_subscription(Clock, "/clock", self._on_clock,
-                                          QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE))
-            self.commands = self.node.create_publisher(Float64MultiArray, "joint_commands", 10)
-            latched = QoSProfile(depth=20, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
-            self.state = self.node.create_publisher(String, "/fake_policy/state", latched)
-            self._spin_in_background()
-
-        def _on_clock(self, msg) -> None:
-            with self.lock:
-                self.clock.append((time.monotonic(), msg.clock.sec + msg.clock.nanosec * 1e-9))
-
-        def latest(self) -> tuple[float, float]:
-            with self.lock:
-                return self.clock[-1] if self.clock else (time.monotonic(), -1.0)
-
-        def stalled(self, timeout: float = 30.0) -> float:
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
-                wall, t = self.latest()
-                if t >= 0 and time.monotonic() - wall >= REPLY_DELAY_S:
-                    return t
-                time.sleep(0.005)
-            raise AssertionError("the simulator never stopped for a command")
-
-    domain = new_domain_id()
-    node = NodeProcess("sim_robot_node", domain, tmp_path, params={
-        "task": "arm_reach", "warmup_s": 1e9, "lockstep": True, "lockstep_timeout_s": 3.0,  # far from the 1 s bar below
-        "policy_node": "/fake_policy"})
-    policy = FakePolicy(domain)
-    try:
-        deadline = time.monotonic() + 120
-        while policy.latest()[1] < 0.5 or not policy.commands.get_subscription_count() \
-                or not policy.state.get_subscription_count():
-            assert time.monotonic() < deadline and node.process.poll() is None, f"no /clock:\n{node.output}"
-            time.sleep(0.05)
+    with sim_robot_with_controller(tmp_path, state_topic="/fake_policy/state", policy_node="/fake_policy",
+                                   lockstep_timeout_s=3.0) as (node, policy):  # 3 s: far from the 1 s bar below
         policy.state.publish(String(data='{"state": "run", "reason": ""}'))
-        policy.commands.publish(Float64MultiArray(data=[0.0] * 6))
-        t = policy.stalled()
+        policy.command()
+        t = policy.stalled_at(policy.latest())
         assert is_period_start(t)
         policy.state.publish(String(data="run, but not as JSON"))
         time.sleep(2 * REPLY_DELAY_S)
-        assert policy.latest()[1] == pytest.approx(t, abs=1e-9), "a malformed state released the wait"
+        assert policy.latest() == pytest.approx(t, abs=1e-9), "a malformed state released the wait"
 
         policy.state.publish(String(data='{"state": "stop", "reason": "e-stop"}'))
         released = time.monotonic()
-        while policy.latest()[1] <= t + 1e-9:
+        while policy.latest() <= t + 1e-9:
             assert time.monotonic() - released < 1.0, "the robot waited for a stopped policy"
             time.sleep(0.005)
         time.sleep(0.5)
-        assert policy.latest()[1] > t + 10 * CONTROL_DT, "a stopped policy's robot runs on"
-    finally:
-        policy.close()
-        code = node.stop()
+        assert policy.latest() > t + 10 * CONTROL_DT, "a stopped policy's robot runs on"
     output = node.output
-    assert code == 0 and "Traceback" not in output, output
     assert "dropped a policy state that is not the policy node's JSON" in output
     assert "lockstep: no command" not in output
