@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
 from batonlab.cli.common import build_invocation  # noqa: E402
-from batonlab.cli.deploy import resolve_export, run_sim_to_sim  # noqa: E402
+from batonlab.cli.deploy import describe_command_delays, resolve_export, run_sim_to_sim  # noqa: E402
 from batonlab.deploy import load_manifest  # noqa: E402
 from batonlab.cli.policy_loading import load_trained  # noqa: E402
 from ros.training import Episodes, play_on_seeds  # noqa: E402
@@ -98,10 +98,8 @@ def main() -> int:
     ros = Episodes(np.array([e["success"] for e in episodes]), np.array([e["length"] for e in episodes]),
                    np.array([e["terminated"] for e in episodes]),
                    np.array(errors, dtype=float) if errors and errors[0] is not None else None)
-    delays = [e["command_delay_steps"] for e in episodes if e["command_delay_steps"] is not None]
     print(f"ROS 2 sim-to-sim ({'real time' if args.real_time else 'lockstep'}): {time.perf_counter() - start:.0f} s; "
-          f"commands {np.mean(delays) if delays else 0.0:.2f} physics steps into their period on average, "
-          f"{summary['late_commands']} periods began on the previous targets", flush=True)
+          f"{describe_command_delays(summary)}", flush=True)
 
     print(summarize("play", play))
     print(summarize("ROS 2", ros))

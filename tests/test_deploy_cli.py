@@ -110,3 +110,28 @@ def test_sim_robot_node_refuses_joints_the_task_does_not_command(tmp_path):
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert "[sim_robot_node] refusing to start: command_joint_order names joints ['elbow', 'tail']" in result.stderr
+
+
+@pytest.mark.parametrize("mode", ["lockstep", "real-time"])
+def test_sim_runs_in_lockstep_unless_told_real_time_and_reports_the_command_delay(tmp_path, mode):
+    """`deploy --sim` (a policy that holds the default pose, one episode): lockstep by default, so no period
+    starts before its command; `--real-time` reaches the sim robot, which then measures how late they came."""
+    pytest.importorskip("rclpy", reason="needs rclpy: pip install batonlab[ros]")
+    from ros.nodes import new_domain_id
+
+    export_dir, results = make_export(tmp_path / "export"), tmp_path / "results.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "batonlab.cli.main", "deploy", "--sim", str(export_dir), "--episodes", "1",
+         "--results", str(results), "--domain-id", str(new_domain_id())] + (["--real-time"] if mode == "real-time" else []),
+        capture_output=True, text=True, timeout=300, env={**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    summary = json.loads(results.read_text())
+    (line,) = [line for line in result.stdout.splitlines() if "lockstep waits timed out" in line]
+    print(f"\n[deploy --sim {mode}] {line}")
+    assert isinstance(summary["command_delay_steps"], float)
+    if mode == "lockstep":
+        assert summary["lockstep"] and line.startswith("[batonlab] lockstep: 0 control periods began on the previous")
+        assert summary["command_delay_steps"] == 0.0 and summary["lockstep_timeouts"] == 0
+    else:
+        assert not summary["lockstep"] and line.startswith("[batonlab] real time: ")

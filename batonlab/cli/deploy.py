@@ -152,6 +152,14 @@ def run_sim_to_sim(export_dir: Path, task: str, seed: int = 0, num_episodes: int
     return summary
 
 
+def describe_command_delays(summary: dict) -> str:
+    """One line on how late the policy's commands reached the sim robot (`sim_robot_node`'s summary)."""
+    delay = summary["command_delay_steps"]
+    return (f"{summary['late_commands']} control periods began on the previous targets (commands "
+            + ("never arrived" if delay is None else f"{delay:.2f} physics steps into their period on average")
+            + f"), {summary['lockstep_timeouts']} lockstep waits timed out")
+
+
 def export_robot(manifest) -> str | None:
     """The robot description an export was trained on (`robot=` of its run), None for a task's own robot."""
     robot = (manifest.training_config.get("cli") or {}).get("robot")
@@ -217,11 +225,7 @@ def run(args: list[str]) -> int:
         if stops:
             print(f"[batonlab] the policy stopped (and was reset) in {len(stops)} episodes: "
                   + "; ".join(f"episode {i}: {reason}" for i, reason in stops))
-        delays = [e["command_delay_steps"] for e in episodes if e.get("command_delay_steps") is not None]
-        mode = "lockstep" if summary.get("lockstep") else "real time"
-        print(f"[batonlab] {mode}: {summary.get('late_commands', 0)} control periods began on the previous targets "
-              f"(mean delay {sum(delays) / max(len(delays), 1):.2f} physics steps), "
-              f"{summary.get('lockstep_timeouts', 0)} lockstep waits timed out")
+        print(f"[batonlab] {'lockstep' if summary['lockstep'] else 'real time'}: {describe_command_delays(summary)}")
         errors = summary.get("mean_errors") or {}
         if errors:
             print("[batonlab] mean tracking errors: " + ", ".join(f"{key} {value:.3f}" for key, value in errors.items()))

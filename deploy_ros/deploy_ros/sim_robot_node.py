@@ -433,11 +433,13 @@ class SimRobotNode(Node):
         n = self.params["num_episodes"]
         if n and len(self.results) >= n:
             errors = [r["mean_speed_error"] for r in self.results if r["mean_speed_error"] is not None]
+            delays = [r["command_delay_steps"] for r in self.results if r["command_delay_steps"] is not None]
             summary = {"task": self.params["task"], "seed": self.params["seed"], "num_episodes": n,
                        "success_rate": float(np.mean([r["success"] for r in self.results])),
                        "survival_rate": float(np.mean([not r["terminated"] for r in self.results])),
                        "policy_stops": sum(r["policy_stop"] is not None for r in self.results),
                        "lockstep": self.lockstep,
+                       "command_delay_steps": float(np.mean(delays)) if delays else None,
                        "late_commands": sum(r["late_commands"] for r in self.results),
                        "lockstep_timeouts": sum(r["lockstep_timeouts"] for r in self.results),
                        "mean_speed_error": float(np.mean(errors)) if errors else None,
