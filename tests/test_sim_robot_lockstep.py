@@ -3,7 +3,8 @@
 
 The simulator's /clock is the proof: while a control period waits for its command, no later simulated
 time may go out; a controller that goes silent costs one `lockstep_timeout_s`, after which the robot
-runs on the wall clock; the next command brings the wait back.
+runs on the wall clock; the next command brings the wait back; and a controller that answers at once
+drives the simulation faster than the wall clock would pace it.
 """
 
 from __future__ import annotations
@@ -51,11 +52,16 @@ def controller_class():
             latched = QoSProfile(depth=20, reliability=ReliabilityPolicy.RELIABLE,
                                  durability=DurabilityPolicy.TRANSIENT_LOCAL)
             self.state = self.node.create_publisher(String, state_topic, latched) if state_topic else None
+            self.answering = False
+            """Answer every period at once: a command as soon as /clock reaches the period's start."""
             self._spin_in_background()
 
         def _on_clock(self, msg) -> None:
+            t = msg.clock.sec + msg.clock.nanosec * 1e-9
             with self.lock:
-                self.clock.append((time.monotonic(), msg.clock.sec + msg.clock.nanosec * 1e-9))
+                self.clock.append((time.monotonic(), t))
+            if self.answering and is_period_start(t):
+                self.command()
 
         def received(self) -> list[tuple[float, float]]:
             with self.lock:
@@ -172,3 +178,26 @@ def test_lockstep_does_not_wait_for_a_stopped_policy_and_drops_a_state_that_is_n
     output = node.output
     assert "dropped a policy state that is not the policy node's JSON" in output
     assert "lockstep: no command" not in output
+
+
+def test_lockstep_runs_as_fast_as_the_controller_answers(tmp_path):
+    """Paced at `real_time_factor` 0.05 the robot would run 0.05 simulated seconds per wall second; in
+    lockstep each period runs as soon as its command is in, so a controller that answers at once
+    drives it far faster, every period still waiting for its own command."""
+    pytest.importorskip("rclpy", reason="needs rclpy: pip install batonlab[ros]")
+    paced = 0.05
+    with sim_robot_with_controller(tmp_path, real_time_factor=paced, lockstep_timeout_s=5.0) as (node, controller):
+        controller.answering = True
+        controller.command()  # engages lockstep; from now on every period start is answered
+        time.sleep(0.5)
+        start_wall, start_sim = time.monotonic(), controller.latest()
+        time.sleep(2.0)
+        clock = np.array(controller.received())
+        rate = (clock[-1, 1] - start_sim) / (time.monotonic() - start_wall)
+        controller.answering = False
+        periods = clock[clock[:, 1] > start_sim, 1]
+        print(f"\n[lockstep] answered at once: {rate:.2f} simulated s per wall s (paced: {paced})")
+        assert rate > 10 * paced, f"lockstep ran at {rate:.3f} simulated s per wall s, as if paced by the wall clock"
+        steps = np.round(periods / PHYSICS_DT).astype(int)
+        assert (np.diff(steps) == 1).all(), "every physics step goes out on /clock, in order"
+    assert "lockstep: no command" not in node.output

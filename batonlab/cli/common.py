@@ -311,6 +311,7 @@ def _validate(top: CliOptions, task: TaskCfg, agent: RunnerCfg) -> None:
         "play.video_height": (top.play.video_height, 1), "play.video_width": (top.play.video_width, 1),
         "play.record_episodes": (top.play.record_episodes, 0), "agent.max_iterations": (agent.max_iterations, 1),
         "agent.save_interval": (agent.save_interval, 1), "agent.num_steps_per_env": (agent.num_steps_per_env, 1),
+        "agent.learner_threads": (agent.learner_threads, 0),
     }
     for key, (value, low) in at_least.items():
         if value is not None and value < low:

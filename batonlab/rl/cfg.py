@@ -155,6 +155,9 @@ class RunnerCfg:
     algorithm: AlgorithmCfg = field(default_factory=AlgorithmCfg)
     teacher: TeacherCfg = field(default_factory=TeacherCfg)
     """Distillation's teacher; the other algorithms ignore it."""
+    learner_threads: int = 0
+    """torch threads of the update on a CPU learner (0: one per CPU core). On the CPU the rollout runs
+    torch on one thread, which leaves the cores to the physics threads; the update has them to itself."""
 
 
 def to_rsl_rl_dict(cfg: RunnerCfg, multi_gpu: dict | None = None, num_costs: int = 0,

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -12,6 +13,7 @@ from tqdm import tqdm
 
 from batonlab.env.commands import episode_mean_errors
 from batonlab.env.env import BatonEnv
+from batonlab.utils.threads import torch_threads
 
 
 @dataclass
@@ -52,6 +54,13 @@ def evaluate(env: BatonEnv, policy, video_env_ids: tuple[int, ...] = (), video_s
     whose episode ended. At that point `env.sim.ctrl` still holds the targets applied during the
     step, and the envs that did not finish are in their next state.
     """
+    # On the CPU the physics threads own the cores; the policy runs on one (as in training's rollouts).
+    with torch_threads(1) if torch.device(env.device).type == "cpu" else contextlib.nullcontext():
+        return _evaluate(env, policy, video_env_ids, video_size, progress, step_callback)
+
+
+def _evaluate(env: BatonEnv, policy, video_env_ids, video_size, progress: bool,
+              step_callback: StepCallback | None) -> EvalResult:
     obs, _ = env.reset()
     if step_callback is not None:
         step_callback(env, obs, None, None)

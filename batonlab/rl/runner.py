@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
+import os
 import statistics
 import time
 from collections import deque
@@ -28,6 +29,7 @@ from batonlab.rl.constrained import ConstrainedPPO
 from batonlab.rl.cost_stats import RolloutCostStats
 from batonlab.rl.distributed import DistributedContext
 from batonlab.rl.vecenv import RslRlVecEnv
+from batonlab.utils.threads import torch_threads
 
 CHECKPOINT_VERSION = 1
 
@@ -143,10 +145,11 @@ class BatonRunner:
         bar = tqdm(total=total, initial=self.iteration, unit="it", disable=not (progress and self.is_main), dynamic_ncols=True)
         stats: dict[str, float] = {}
         stop_mid_iteration = self.distributed is None  # ranks must run the same updates, so they stop together
+        rollout_threads, update_threads = self._thread_counts()
         while self.iteration < total:
             start = time.perf_counter()
             episode_logs: list[dict] = []
-            with torch.inference_mode():
+            with torch.inference_mode(), torch_threads(rollout_threads):
                 for _ in range(self.cfg.num_steps_per_env):
                     if self.stop_requested and stop_mid_iteration:
                         break
@@ -170,7 +173,8 @@ class BatonRunner:
             cost_limits = self.env.env.cost_manager.limits.clone()  # curricula may move them: read every iteration
             if self.constrained:
                 self.alg.set_cost_limits(cost_limits)
-            losses = self.alg.update()
+            with torch_threads(update_threads):
+                losses = self.alg.update()
             learn_time = time.perf_counter() - start
 
             self.iteration += 1
@@ -198,6 +202,15 @@ class BatonRunner:
         if self._writer is not None:
             self._writer.flush()
         return stats
+
+    def _thread_counts(self) -> tuple[int, int]:
+        """torch threads of the rollout and of the update: on a CPU learner 1 and `cfg.learner_threads`
+        (the physics threads own the cores during the rollout, the update has them to itself), else unchanged."""
+        if torch.device(self.device).type != "cpu":
+            return torch.get_num_threads(), torch.get_num_threads()
+        if self.cfg.learner_threads or self.distributed is None:
+            return 1, self.cfg.learner_threads
+        return 1, max(1, (os.cpu_count() or 1) // self.distributed.world_size)  # ranks share the machine's cores
 
     def _agreed_stop(self) -> bool:
         """Whether to stop now; under torchrun, whether any rank was asked to (one tiny all-reduce)."""

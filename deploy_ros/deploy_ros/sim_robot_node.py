@@ -46,12 +46,14 @@ the CPU cannot keep up), and /clock carries the simulated time, so a policy node
 Lockstep (`lockstep:=true`, config/sim_to_sim.yaml): at the start of each control period the physics
 waits until the commands computed from that period's state have arrived (one message per command
 interface), so every period runs on the targets of its own state, as in `batonlab play`, however
-slow the machine or the DDS. Without it the robot runs on, as a real one does: a command that
-arrives k physics steps into its period leaves the previous targets on for those k steps. Lockstep
-engages with the first command (and, with `policy_node`, only while that policy is in ramp or run:
-a passive or stopped policy sends nothing to wait for); a period that waits `lockstep_timeout_s`
-wall seconds in vain runs on without its command, is counted, and the wait resumes with the next
-command. Each episode reports `command_delay_steps` (mean physics steps from a period's start to
+slow the machine or the DDS; and the period then runs at once, all its physics steps back to back,
+so the simulation goes as fast as the policy answers rather than at `real_time_factor` (the policy
+node, on /clock, judges its inputs' ages in simulated time as before). Without it the robot runs on,
+as a real one does: a command that arrives k physics steps into its period leaves the previous
+targets on for those k steps. Lockstep engages with the first command (and, with `policy_node`, only
+while that policy is in ramp or run: a passive or stopped policy sends nothing to wait for, and its
+robot runs on the timer); a period that waits `lockstep_timeout_s` wall seconds in vain runs on
+without its command, on the timer, is counted, and the wait resumes with the next command. Each episode reports `command_delay_steps` (mean physics steps from a period's start to
 its command's arrival: 0 in lockstep), `late_commands` (periods whose command came after their first
 physics step) and `lockstep_timeouts`.
 
@@ -123,12 +125,12 @@ PARAMETERS = {
     "command_joint_order": [""],  # one interface: order of the Float64MultiArray; empty: all its joints
     "frame_id": "",  # frame of sensors and task commands; empty: the robot's root body
     "publish_clock": True,  # publish /clock (simulated time) for nodes with use_sim_time
-    "real_time_factor": 1.0,  # physics steps run at real_time_factor / physics_dt per wall second (at most)
+    "real_time_factor": 1.0,  # physics steps/s = real_time_factor / physics_dt (at most) while no lockstep period runs
     "imu_noise": False,  # add the policy observation's training noise to the imu message
     "cmd_vel_command": "",  # a task command to publish as a Twist on cmd_vel ("": none)
     "state_file": "",  # .npz of the world state after every physics step, written when the node ends ("": none)
     "policy_node": "",  # a policy node whose stops are reported per episode and reset between episodes ("": none)
-    "lockstep": False,  # each control period waits for the commands computed from its state
+    "lockstep": False,  # each control period waits for the commands computed from its state, then runs at once
     "lockstep_timeout_s": 1.0,  # wall seconds a period waits for them before it runs on without
 }
 """Parameters of every robot. A robot with several command interfaces also declares, per interface I,
@@ -197,7 +199,7 @@ class SimRobotNode(Node):
             self._reset_policy = self.create_client(Trigger, f"{p['policy_node']}/reset")
         period = robot.physics_dt / max(p["real_time_factor"], 1e-3)
         self._steady = Clock(clock_type=ClockType.STEADY_TIME)
-        self.timer = self.create_timer(period, self._on_physics_step, clock=self._steady)
+        self.timer = self.create_timer(period, self._on_timer, clock=self._steady)
         inputs = ", ".join(f"{kind} {order} on {topic}" for kind, (topic, order) in self.inputs.items())
         self.get_logger().info(
             f"{p['task']}: {len(robot.joint_names)} joints at {1 / robot.physics_dt:.0f} Hz, commands: {inputs}; "
@@ -310,13 +312,26 @@ class SimRobotNode(Node):
             if self._period_kinds >= self.inputs.keys():
                 self._delays.append(self.robot.physics_steps - self._period_start[0])
                 self._period_start = None
+                if self.lockstep and self._policy_owes_commands():
+                    self._run_rest_of_period()
+
+    def _policy_owes_commands(self) -> bool:
+        """Whether the followed policy sends a command every period (ramp or run; always without `policy_node`)."""
+        return self.policy_state in (None, "ramp", "run")
+
+    def _run_rest_of_period(self) -> None:
+        """Lockstep: the period's commands are in, so its physics steps run now, back to back, up to the
+        next period's start (where the wait for that period's commands begins)."""
+        self._physics_step()
+        while self.robot.physics_steps % self.robot.decimation and not self.done.done():
+            self._physics_step()
 
     def _waits_for_commands(self) -> bool:
         """Lockstep: the current period's commands are due and not all in, and the wait has not timed out."""
         if not (self.lockstep and self._lockstep_engaged and self._period_start is not None
                 and self.robot.physics_steps == self._period_start[0]):
             return False
-        if self.policy_state not in (None, "ramp", "run"):
+        if not self._policy_owes_commands():
             return False  # a passive or stopped policy commands nothing (or holds): nothing to wait for
         if self._steady_s() - self._period_start[1] < self.params["lockstep_timeout_s"]:
             return True
@@ -330,9 +345,13 @@ class SimRobotNode(Node):
     def _steady_s(self) -> float:
         return self._steady.now().nanoseconds * 1e-9
 
-    def _on_physics_step(self) -> None:
-        if self._waits_for_commands():
-            return
+    def _on_timer(self) -> None:
+        """The wall-clock pace: one physics step, unless lockstep waits for this period's commands."""
+        if not self._waits_for_commands():
+            self._physics_step()
+
+    def _physics_step(self) -> None:
+        """One physics step, its messages, and at a period's end the task's commands and episode bookkeeping."""
         robot = self.robot
         result = robot.step()
         if self.states is not None:
