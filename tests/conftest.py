@@ -57,53 +57,59 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+def pytest_terminal_summary(terminalreporter):
+    """What the session's trainings cost (`cli_training.TRAINED`), under pytest's durations."""
+    from cli_training import TRAINED
+
+    if TRAINED:
+        terminalreporter.section("trainings of this session")
+        for run in TRAINED:
+            terminalreporter.write_line(f"{run.task:16s} {run.env_steps / 1e6:5.2f}M env steps in {run.wall_s:6.1f} s "
+                                        f"({run.env_steps / run.wall_s:6.0f} env steps/s)  {run.run_dir}")
+
+
 @pytest.fixture(scope="session")
 def arm_reach_policy(tmp_path_factory):
-    """arm_reach trained from scratch (1024 envs × 24 steps × 80 iterations, ~2 min on 2 idle cores) and exported, once per session.
-
-    Returns `ros.training.TrainedPolicy` (export folder + the torch inference policy `play` runs).
-    """
+    """arm_reach trained from scratch by `batonlab train` (`fixture_trainings.TRAININGS`) and exported, once per
+    session. Returns `ros.training.TrainedPolicy` (export folder + the torch inference policy `play` runs)."""
+    from fixture_trainings import TRAININGS
     from ros.training import train_and_export
 
-    return train_and_export("arm_reach", tmp_path_factory.mktemp("arm_reach_policy") / "exported", num_envs=1024,
-                            iterations=80)
+    training = TRAININGS["arm_reach_policy"]
+    return train_and_export(training.task, tmp_path_factory.mktemp("arm_reach_policy"), *training.overrides)
 
 
 @pytest.fixture(scope="session")
 def wl_balance_policy(tmp_path_factory):
-    """wl_balance (stowed arm) trained from scratch (512 envs × 24 steps × 64 iterations, ~3 min on 2 idle cores,
-    one learner thread) and exported, once per session: the learning test and the sim-to-sim tests share it.
-
-    Returns `ros.training.TrainedPolicy`.
-    """
+    """wl_balance (stowed arm) trained from scratch by `batonlab train` and exported, once per session: the
+    learning test and the sim-to-sim tests share it. Returns `ros.training.TrainedPolicy`."""
+    from fixture_trainings import TRAININGS
     from ros.training import train_and_export
 
-    return train_and_export("wl_balance", tmp_path_factory.mktemp("wl_balance_policy") / "exported", num_envs=512,
-                            iterations=64, learner_threads=1)
+    training = TRAININGS["wl_balance_policy"]
+    return train_and_export(training.task, tmp_path_factory.mktemp("wl_balance_policy"), *training.overrides)
 
 
 @pytest.fixture(scope="session")
 def wl_loco_manip_policy(tmp_path_factory):
-    """wl_loco_manip trained from scratch with its defaults (P3O, the three curricula; 512 envs × 24 steps
-    × 200 iterations = 2.46M env steps, about 6 min on 2 idle cores, one learner thread) and exported, once
-    per session: the learning test and the sim-to-sim test share it. The base learns to balance first
-    (about 1.5M steps), the arm after it: a smaller budget leaves a robot that still falls.
-
-    Returns `ros.training.TrainedPolicy`.
-    """
+    """wl_loco_manip trained from scratch by `batonlab train` with its defaults (P3O, the three curricula) and
+    exported, once per session: the learning test and the sim-to-sim test share it.
+    Returns `ros.training.TrainedPolicy`."""
+    from fixture_trainings import TRAININGS
     from ros.training import train_and_export
 
-    return train_and_export("wl_loco_manip", tmp_path_factory.mktemp("wl_loco_manip_policy") / "exported",
-                            num_envs=512, iterations=200, learner_threads=1)
+    training = TRAININGS["wl_loco_manip_policy"]
+    return train_and_export(training.task, tmp_path_factory.mktemp("wl_loco_manip_policy"), *training.overrides)
 
 
 @pytest.fixture(scope="session")
 def arm_lift_teacher(tmp_path_factory):
-    """arm_lift's teacher (actor reads the privileged group) trained from scratch at λ = 1 without the
-    schedule (512 envs × 24 steps × 50 iterations = 0.61M env steps, about 1 min on 2 idle cores),
-    once per session. Returns `privileged_training.TrainedTeacher` (run folder, checkpoint, inference policy).
-    """
+    """arm_lift's teacher (actor reads the privileged group) trained from scratch by `batonlab train` at λ = 1
+    without the schedule, once per session.
+    Returns `privileged_training.TrainedTeacher` (run folder, checkpoint, inference policy)."""
+    from fixture_trainings import TRAININGS
     from privileged_training import train_teacher
 
-    return train_teacher("arm_lift", tmp_path_factory.mktemp("arm_lift_teacher"), num_envs=512, iterations=50,
+    training = TRAININGS["arm_lift_teacher"]
+    return train_teacher(training.task, tmp_path_factory.mktemp("arm_lift_teacher"), *training.overrides,
                          privilege_level=1.0)

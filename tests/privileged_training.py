@@ -14,9 +14,8 @@ import torch
 
 from batonlab.env.env import BatonEnv
 from batonlab.rl.evaluate import EvalResult, evaluate
-from batonlab.rl.runner import BatonRunner
-from batonlab.rl.vecenv import RslRlVecEnv
-from batonlab.tasks import make_agent_cfg, make_task_cfg
+from batonlab.tasks import make_task_cfg
+from cli_training import train_run
 
 
 @dataclass
@@ -32,25 +31,22 @@ class TrainedTeacher:
     env_steps: int
 
 
-def train_teacher(task: str, run_dir: Path, num_envs: int, iterations: int, privilege_level: float, seed: int = 0,
+def train_teacher(task: str, log_root: Path, *overrides: str, privilege_level: float, seed: int = 0,
                   schedule: bool = False) -> TrainedTeacher:
-    """Train a privileged task's default (teacher) agent from scratch with BatonRunner.
+    """`batonlab train task=TASK env.privilege_level=λ OVERRIDES`: a privileged task's default (teacher)
+    agent from scratch.
 
     Args:
         privilege_level: λ of the training.
         schedule: Keep the task's privilege schedule (False: λ stays at `privilege_level`).
     """
-    torch.manual_seed(seed)
-    cfg = make_task_cfg(task)
-    cfg.num_envs, cfg.seed, cfg.privilege_level = num_envs, seed, privilege_level
-    if not schedule:
-        cfg.curriculum.pop("privilege", None)
-    env = BatonEnv(cfg)
-    runner = BatonRunner(RslRlVecEnv(env), make_agent_cfg(task), log_dir=run_dir)
-    runner.learn(iterations, progress=False)
-    env.close()
-    return TrainedTeacher(task, Path(run_dir), runner.last_checkpoint, runner.inference_policy(), privilege_level,
-                          runner.total_env_steps)
+    run = train_run(task, log_root, *teacher_overrides(privilege_level, schedule), *overrides, seed=seed)
+    return TrainedTeacher(task, run.run_dir, run.checkpoint, run.policy, privilege_level, run.env_steps)
+
+
+def teacher_overrides(privilege_level: float, schedule: bool = False) -> list[str]:
+    """The `batonlab train` overrides of a teacher trained at λ = `privilege_level` (fixed unless `schedule`)."""
+    return [f"env.privilege_level={privilege_level}", *([] if schedule else ["~env.curriculum.privilege"])]
 
 
 @torch.inference_mode()

@@ -95,7 +95,7 @@ def check_stop(robot: FakeWheelLeggedRobot, stop: dict, pose: dict[str, float], 
     Returns what was measured: the largest wheel-command step [rad/s], and how many periods braking and the crouch took.
     """
     damp = robot.wait_for_state("stop", timeout=10 + stop_time_s, after=robot.states.index(stop), stop_phase="damp")
-    assert damp["sent"] - stop["sent"] >= stop_time_s - DT, "the crouch takes stop_time_s before the damping"
+    assert damp["stopped_for_s"] >= stop_time_s, "the crouch takes stop_time_s (the node's clock) before the damping"
     time.sleep(3 * DT)
     # The commands from the last one before the stop on: stop["received"] is after the stop's first command was sent.
     times = robot.command_times("velocity")
@@ -110,12 +110,21 @@ def check_stop(robot: FakeWheelLeggedRobot, stop: dict, pose: dict[str, float], 
     first_stop = int(np.argmax(np.any(np.abs(wheels - WHEEL_SPEED) > 1e-6, axis=1)))  # the first braking command
     braking = int(np.argmax(np.all(wheels[first_stop:] == 0.0, axis=1))) + 1  # periods until the wheels are at rest
     assert braking >= WHEEL_SPEED / limit, "the wheels brake over many periods, never jump to zero"
-    # Legs: monotonic toward the crouch pose, which they reach; the arm holds its stowed targets.
+    # Legs: monotonic toward the crouch pose until they reach it; the arm holds its stowed targets.
     legs = legs_all[:, : len(LEGS)]
     target = np.array([pose[n] for n in LEGS])
+    at_pose = np.all(np.abs(legs - target) < 1e-6, axis=1)
+    assert at_pose.any(), "the legs reach the crouch pose"
+    reached = int(np.argmax(at_pose))
+    crouching = legs[: reached + 1]
     direction = np.sign(target - legs[0])
-    assert np.all(np.diff(legs, axis=0) * direction >= -1e-9), "the legs move toward the crouch pose only"
-    np.testing.assert_allclose(legs[-1], target, atol=1e-6, err_msg="the legs reach the crouch pose")
+    assert np.all(np.diff(crouching, axis=0) * direction >= -1e-9), "the legs move toward the crouch pose only"
+    # Then damping: position targets follow the measured pose, which for this robot's ideal servos is a target it
+    # was sent before (on a loaded machine a period or two late, so a damping target may repeat an earlier one).
+    measured = [row for row in crouching]
+    for row in legs[reached + 1:]:
+        assert any(np.allclose(row, m, atol=1e-6) for m in measured), \
+            f"a damping target {row} that is no pose the robot reported"
     np.testing.assert_allclose(legs_all[:, len(LEGS):], np.tile(TYPED.held_joints.targets, (len(legs_all), 1)), atol=1e-6,
                                err_msg="the stowed arm holds")
     crouch = int(np.argmax(np.all(np.abs(legs[first_stop:] - target) < 1e-6, axis=1))) + 1

@@ -300,6 +300,7 @@ class DeployRuntime:
             "state": self.safety.state.value,
             "reason": self.safety.reason,
             "stop_phase": self.safety.stop_phase(now),
+            "stopped_for_s": self.safety.stopped_for(now),
             "tick": self.tick,
             "estop": self.safety.estop_input,
             "estop_latched": self.safety.estop_latched,
@@ -311,6 +312,7 @@ class DeployRuntime:
         }
         if self.safety_cfg.estop_heartbeat_timeout_s is not None:
             out["estop_heartbeat_age_s"] = None if self._estop_heartbeat is None else now - self._estop_heartbeat
+            out["estop_heartbeat_timeout_s"] = self.safety_cfg.estop_heartbeat_timeout_s
         for name, slot in self.vectors.items():
             out[f"{name}_age_s"] = None if slot.stamp is None else now - slot.stamp
         return out

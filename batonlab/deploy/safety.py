@@ -306,6 +306,10 @@ class SafetyFilter:
         cmd = self._stop_command(now, q, qd, measured_ok)
         return None if cmd is None else self._sent(cmd)
 
+    def stopped_for(self, now: float) -> float | None:
+        """Time since the stop began on the control clock [s] (None while not stopped)."""
+        return now - self._stop_start if self.state is State.STOP else None
+
     def stop_phase(self, now: float) -> str | None:
         """"hold", "crouch" or "damp" while stopped (None otherwise)."""
         if self.state is not State.STOP:

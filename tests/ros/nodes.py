@@ -115,6 +115,8 @@ class PolicyNodePeer(DdsPeer):
         self._open_node(domain_id, "fake_robot")
         self.states: list[dict] = []
         self.diagnostics: list = []
+        self.cycle_times: list[float] = []
+        """time.monotonic() of every publish cycle: how punctual the robot itself was (`own_lateness`)."""
         self._Bool, self._Trigger = Bool, Trigger
         policy = ReliabilityPolicy.RELIABLE if reliability == "reliable" else ReliabilityPolicy.BEST_EFFORT
         self.qos = QoSProfile(depth=10, reliability=policy)
@@ -153,6 +155,31 @@ class PolicyNodePeer(DdsPeer):
     def _on_diagnostics(self, msg) -> None:
         with self.lock:
             self.diagnostics.append(msg)
+
+    def _cycle(self) -> None:
+        """Called at the start of every publish cycle."""
+        now = time.monotonic()
+        with self.lock:
+            self.cycle_times.append(now)
+
+    def own_lateness(self) -> str | None:
+        """"the test robot itself was late: …" when two of its publish cycles were further apart than the
+        node's shortest input timeout (its stale timeout, or the e-stop heartbeat's), else None.
+
+        A stop for stale inputs is then the robot's doing (this process was starved: CPU load, the
+        garbage collector), not a misjudgement of the node's."""
+        with self.lock:
+            cycles, states = np.array(self.cycle_times), list(self.states)
+        limits = [s[k] for s in states for k in ("stale_timeout_s", "estop_heartbeat_timeout_s") if s.get(k)]
+        if len(cycles) < 2 or not limits:
+            return None
+        gaps = np.diff(cycles)
+        worst = int(np.argmax(gaps))
+        if gaps[worst] <= min(limits):
+            return None
+        return (f"the test robot itself was late: two of its publish cycles went out {gaps[worst] * 1e3:.0f} ms apart "
+                f"({cycles[worst] - cycles[0]:.2f} s after its first), over the node's {min(limits) * 1e3:.0f} ms input "
+                f"timeout; its own process was starved, the node judged the silence right")
 
     def state_names(self) -> list[str]:
         with self.lock:
@@ -229,6 +256,7 @@ class FakeRobot(PolicyNodePeer):
     # Inputs to the policy node.
 
     def _publish(self) -> None:
+        self._cycle()
         stamp = self.node.get_clock().now().to_msg()
         if self.publish_joints:
             position = dict(zip(self.joint_names, self.joint_pos.tolist()))
@@ -326,6 +354,7 @@ class FakeWheelLeggedRobot(PolicyNodePeer):
         self._spin_in_background()
 
     def _publish(self) -> None:
+        self._cycle()
         stamp = self.node.get_clock().now().to_msg()
         with self.lock:
             for name, speed in self.velocity.items():
@@ -416,8 +445,11 @@ def robot_and_node(robot, node: NodeProcess, wait_for: str | None = "run"):
         if wait_for:
             robot.wait_for_state(wait_for, timeout=90)
         yield robot, node
-    except (TimeoutError, AssertionError):
+    except (TimeoutError, AssertionError) as err:
         print(node.output)
+        late = robot.own_lateness()
+        if late:
+            raise AssertionError(f"{late}. The failure it caused: {err}") from err
         raise
     finally:
         code = node.stop()

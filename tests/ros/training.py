@@ -14,11 +14,9 @@ import torch
 from batonlab.cli.deploy import DEPLOY_ROS_DIR
 from batonlab.env.commands import episode_mean_errors
 from batonlab.env.env import BatonEnv
-from batonlab.export.onnx import export
 from batonlab.rl.evaluate import evaluate
-from batonlab.rl.runner import BatonRunner
-from batonlab.rl.vecenv import RslRlVecEnv
-from batonlab.tasks import make_agent_cfg, make_task_cfg
+from batonlab.tasks import make_task_cfg
+from cli_training import export_run, train_run
 
 if str(DEPLOY_ROS_DIR) not in sys.path:
     sys.path.insert(0, str(DEPLOY_ROS_DIR))
@@ -28,46 +26,28 @@ from deploy_ros.sim_robot import SimRobot, mean_speed_error, seed_episode, veloc
 @dataclass
 class TrainedPolicy:
     task: str
+    run_dir: Path
+    """The training's run folder (config.yaml, checkpoints, TensorBoard events)."""
     export_dir: Path
     policy: object
     """The torch inference policy (TensorDict → actions), what `batonlab play` runs."""
     train_success_rate: float
     env_steps: int
     """Env steps the training used (the learning tests' budget)."""
+    wall_s: float
+    """Wall time of the training [s]."""
 
 
-def train_and_export(task: str, out_dir: Path, num_envs: int, iterations: int, seed: int = 0,
-                     learner_threads: int | None = None) -> TrainedPolicy:
-    """Train `task` from scratch with BatonRunner and export it (policy.onnx + manifest.json).
+def train_and_export(task: str, root: Path, *overrides: str, seed: int = 0) -> TrainedPolicy:
+    """`batonlab train task=TASK OVERRIDES` from scratch, then `batonlab export` into `root/exported`.
 
     The budgets the fixtures pass are the ones the learning tests assert on, so one training per
     task serves the learning test and the deploy tests.
-
-    Args:
-        learner_threads: torch threads while training (None: leave as is); with the rollout threads
-            on the same two cores, more than one only adds contention for the larger robots.
     """
-    torch.manual_seed(seed)
-    threads = torch.get_num_threads()
-    if learner_threads:
-        torch.set_num_threads(learner_threads)
-    try:
-        cfg = make_task_cfg(task)
-        cfg.num_envs, cfg.seed = num_envs, seed
-        env = BatonEnv(cfg)
-        runner = BatonRunner(RslRlVecEnv(env), make_agent_cfg(task), log_dir=None)
-        stats = runner.learn(iterations, progress=False)
-        env.close()
-    finally:
-        torch.set_num_threads(threads)
-    policy = runner.inference_policy()
-    play_cfg = make_task_cfg(task, play=True)
-    play_cfg.num_envs = 1
-    play_env = BatonEnv(play_cfg)
-    export(play_env, policy, out_dir, task)
-    play_env.close()
-    return TrainedPolicy(task, Path(out_dir), policy, float(stats.get("Episode/success_rate", float("nan"))),
-                         runner.total_env_steps)
+    run = train_run(task, Path(root) / "logs", *overrides, seed=seed)
+    export_dir = export_run(run.run_dir, Path(root) / "exported")
+    return TrainedPolicy(task, run.run_dir, export_dir, run.policy,
+                         float(run.stats.get("Episode/success_rate", float("nan"))), run.env_steps, run.wall_s)
 
 
 def hold_still(task: str, robot: str | None = None):

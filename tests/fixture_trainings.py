@@ -1,0 +1,40 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The trainings behind the session fixtures, in one table: conftest.py trains them, the learning tests
+assert on their budgets, and `bench/suite_cost.py` times them.
+
+Each is `batonlab train task=<task> env.num_envs=<num_envs> max_iterations=<iterations> seed=0 <extra>`.
+What each budget gives (success, survival, wall time) is in docs/TESTING.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+NUM_STEPS_PER_ENV = 24
+"""Every fixture trains with its task's rollout length (all of them 24 steps)."""
+
+
+@dataclass(frozen=True)
+class FixtureTraining:
+    task: str
+    num_envs: int
+    iterations: int
+    extra: tuple[str, ...] = ()
+    """More `batonlab train` overrides."""
+
+    @property
+    def overrides(self) -> list[str]:
+        return [f"env.num_envs={self.num_envs}", f"max_iterations={self.iterations}", *self.extra]
+
+    @property
+    def env_steps(self) -> int:
+        return self.num_envs * NUM_STEPS_PER_ENV * self.iterations
+
+
+TRAININGS = {
+    "arm_reach_policy": FixtureTraining("arm_reach", num_envs=1024, iterations=80),
+    "wl_balance_policy": FixtureTraining("wl_balance", num_envs=512, iterations=64),
+    "wl_loco_manip_policy": FixtureTraining("wl_loco_manip", num_envs=512, iterations=200),
+    "arm_lift_teacher": FixtureTraining("arm_lift", num_envs=512, iterations=50),  # at λ = 1, no schedule
+}
+"""Session fixture name → its training."""
