@@ -23,7 +23,6 @@ sys.path.insert(0, str(ROOT / "bench"))
 from cli_training import train_run  # noqa: E402
 from env_throughput import raw_rollout_steps_per_s  # noqa: E402
 from fixture_trainings import TRAININGS  # noqa: E402
-from privileged_training import teacher_overrides  # noqa: E402
 
 from batonlab.env.env import BatonEnv  # noqa: E402
 from batonlab.tasks import make_task_cfg  # noqa: E402
@@ -57,9 +56,8 @@ def main() -> None:
             collect += stats["Perf/collection_time_s"]
             learn += stats["Perf/learning_time_s"]
 
-        extra = teacher_overrides(1.0) if name == "arm_lift_teacher" else []  # as the fixture trains it
         with tempfile.TemporaryDirectory() as root:
-            run = train_run(training.task, Path(root), *training.overrides, *extra, on_iteration=timing)
+            run = train_run(training.task, Path(root), *training.overrides, on_iteration=timing)
         rate = run.env_steps / run.wall_s
         raw = raw_baseline(training.task, training.num_envs)
         row = {"fixture": name, "task": training.task, "num_envs": training.num_envs, "iterations": training.iterations,

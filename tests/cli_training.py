@@ -31,10 +31,6 @@ class TrainedRun:
     """Wall time of the learning loop [s]."""
 
 
-TRAINED: list[TrainedRun] = []
-"""Every training of this process, in order (conftest.py prints their cost at the end of the session)."""
-
-
 def train_run(task: str, log_root: Path, *overrides: str, seed: int = 0,
               on_iteration: Callable | None = None) -> TrainedRun:
     """`batonlab train task=TASK log_root=LOG_ROOT seed=SEED OVERRIDES`, without the closing evaluation or
@@ -43,10 +39,8 @@ def train_run(task: str, log_root: Path, *overrides: str, seed: int = 0,
                             *overrides])
     result = train(inv, on_iteration=on_iteration)
     assert not result.interrupted and result.checkpoint is not None, f"the training of {task} stopped early"
-    run = TrainedRun(task, result.run_dir, result.checkpoint, load_policy(result.run_dir), result.env_steps,
-                     result.stats, result.wall_s)
-    TRAINED.append(run)
-    return run
+    return TrainedRun(task, result.run_dir, result.checkpoint, load_policy(result.run_dir), result.env_steps,
+                      result.stats, result.wall_s)
 
 
 def load_policy(run_dir: Path):

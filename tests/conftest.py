@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import mujoco
 import pytest
 import torch
@@ -47,69 +49,110 @@ def reach_env():
     env.close()
 
 
+@pytest.hookimpl(trylast=True)  # after `-m`/`-k` deselected what does not run
 def pytest_collection_modifyitems(config, items):
-    """GPU tests skip cleanly on machines without CUDA."""
-    if torch.cuda.is_available():
-        return
-    skip = pytest.mark.skip(reason="needs a CUDA GPU")
-    for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+    """GPU tests skip cleanly on machines without CUDA; the trained fixtures' trainings start in the
+    background (`fixture_trainer`), and the tests that need them run last, those of the cheapest first."""
+    if not torch.cuda.is_available():
+        skip = pytest.mark.skip(reason="needs a CUDA GPU")
+        for item in items:
+            if "gpu" in item.keywords:
+                item.add_marker(skip)
+    from fixture_trainings import TRAININGS
+
+    order = list(TRAININGS)
+    runnable = [item for item in items if not item.get_closest_marker("skip") and "gpu" not in item.keywords]
+    needed = sorted({k for item in runnable for k in _needed(item, order)})
+    items.sort(key=lambda item: max(_needed(item, order), default=-1))  # stable: pytest's order within each group
+    if needed and not config.option.collectonly:
+        import tempfile
+
+        from fixture_trainer import FixtureTrainer
+
+        _TRAINER["trainer"] = FixtureTrainer(Path(tempfile.mkdtemp(prefix="batonlab-fixtures-")),
+                                             [order[k] for k in needed])
+
+
+def _needed(item, order: list[str]) -> list[int]:
+    """Indices in `order` of the trained fixtures `item` uses."""
+    return [order.index(name) for name in getattr(item, "fixturenames", ()) if name in order]
+
+
+_TRAINER: dict = {}
+"""The session's background trainer (`fixture_trainer.FixtureTrainer`), if any fixture training was needed."""
+
+
+def pytest_unconfigure(config):
+    """No trainer outlives the session (Ctrl-C included)."""
+    for trainer in [_TRAINER.pop("trainer", None), *_TRAINER.pop("extra", [])]:
+        if trainer is not None:
+            trainer.close()
 
 
 def pytest_terminal_summary(terminalreporter):
-    """What the session's trainings cost (`cli_training.TRAINED`), under pytest's durations."""
-    from cli_training import TRAINED
+    """What the session's fixture trainings cost, under pytest's durations."""
+    done = {}
+    for trainer in [_TRAINER.get("trainer"), *_TRAINER.get("extra", [])]:
+        done.update(trainer.finished() if trainer is not None else {})
+    if done:
+        terminalreporter.section("fixture trainings of this session (background, one core)")
+        for name, run in done.items():
+            terminalreporter.write_line(f"{name:22s} {run.env_steps / 1e6:5.2f}M env steps in {run.wall_s:6.1f} s "
+                                        f"({run.env_steps / run.wall_s:6.0f} env steps/s)")
 
-    if TRAINED:
-        terminalreporter.section("trainings of this session")
-        for run in TRAINED:
-            terminalreporter.write_line(f"{run.task:16s} {run.env_steps / 1e6:5.2f}M env steps in {run.wall_s:6.1f} s "
-                                        f"({run.env_steps / run.wall_s:6.0f} env steps/s)  {run.run_dir}")
+
+def _trained(name: str):
+    """The background training of fixture `name`, once done; trained here and now if it was not scheduled."""
+    from fixture_trainer import FixtureTrainer
+
+    trainer = _TRAINER.get("trainer")
+    if trainer is None or name not in trainer.names:
+        import tempfile
+
+        trainer = FixtureTrainer(Path(tempfile.mkdtemp(prefix=f"batonlab-{name}-")), [name])
+        _TRAINER.setdefault("extra", []).append(trainer)
+    return trainer.result(name)
+
+
+def _trained_policy(name: str):
+    from cli_training import load_policy
+    from fixture_trainings import TRAININGS
+    from ros.training import TrainedPolicy
+
+    run = _trained(name)
+    return TrainedPolicy(TRAININGS[name].task, run.run_dir, run.export_dir, load_policy(run.run_dir),
+                         run.train_success_rate, run.env_steps, run.wall_s)
 
 
 @pytest.fixture(scope="session")
-def arm_reach_policy(tmp_path_factory):
+def arm_reach_policy():
     """arm_reach trained from scratch by `batonlab train` (`fixture_trainings.TRAININGS`) and exported, once per
     session. Returns `ros.training.TrainedPolicy` (export folder + the torch inference policy `play` runs)."""
-    from fixture_trainings import TRAININGS
-    from ros.training import train_and_export
-
-    training = TRAININGS["arm_reach_policy"]
-    return train_and_export(training.task, tmp_path_factory.mktemp("arm_reach_policy"), *training.overrides)
+    return _trained_policy("arm_reach_policy")
 
 
 @pytest.fixture(scope="session")
-def wl_balance_policy(tmp_path_factory):
-    """wl_balance (stowed arm) trained from scratch by `batonlab train` and exported, once per session: the
-    learning test and the sim-to-sim tests share it. Returns `ros.training.TrainedPolicy`."""
-    from fixture_trainings import TRAININGS
-    from ros.training import train_and_export
-
-    training = TRAININGS["wl_balance_policy"]
-    return train_and_export(training.task, tmp_path_factory.mktemp("wl_balance_policy"), *training.overrides)
+def wl_balance_policy():
+    """wl_balance (stowed arm) trained from scratch and exported, once per session: the learning test and the
+    sim-to-sim tests share it. Returns `ros.training.TrainedPolicy`."""
+    return _trained_policy("wl_balance_policy")
 
 
 @pytest.fixture(scope="session")
-def wl_loco_manip_policy(tmp_path_factory):
-    """wl_loco_manip trained from scratch by `batonlab train` with its defaults (P3O, the three curricula) and
-    exported, once per session: the learning test and the sim-to-sim test share it.
-    Returns `ros.training.TrainedPolicy`."""
-    from fixture_trainings import TRAININGS
-    from ros.training import train_and_export
-
-    training = TRAININGS["wl_loco_manip_policy"]
-    return train_and_export(training.task, tmp_path_factory.mktemp("wl_loco_manip_policy"), *training.overrides)
+def wl_loco_manip_policy():
+    """wl_loco_manip trained from scratch with its defaults (P3O, the three curricula) and exported, once per
+    session: the learning test and the sim-to-sim test share it. Returns `ros.training.TrainedPolicy`."""
+    return _trained_policy("wl_loco_manip_policy")
 
 
 @pytest.fixture(scope="session")
-def arm_lift_teacher(tmp_path_factory):
-    """arm_lift's teacher (actor reads the privileged group) trained from scratch by `batonlab train` at λ = 1
-    without the schedule, once per session.
-    Returns `privileged_training.TrainedTeacher` (run folder, checkpoint, inference policy)."""
-    from fixture_trainings import TRAININGS
-    from privileged_training import train_teacher
+def arm_lift_teacher():
+    """arm_lift's teacher (actor reads the privileged group) trained from scratch at λ = 1 without the schedule,
+    once per session. Returns `privileged_training.TrainedTeacher` (run folder, checkpoint, inference policy)."""
+    from cli_training import load_policy
+    from fixture_trainings import TEACHER_LEVEL
+    from privileged_training import TrainedTeacher
 
-    training = TRAININGS["arm_lift_teacher"]
-    return train_teacher(training.task, tmp_path_factory.mktemp("arm_lift_teacher"), *training.overrides,
-                         privilege_level=1.0)
+    run = _trained("arm_lift_teacher")
+    return TrainedTeacher("arm_lift", run.run_dir, run.checkpoint, load_policy(run.run_dir), TEACHER_LEVEL,
+                          run.env_steps)

@@ -21,6 +21,8 @@ class FixtureTraining:
     iterations: int
     extra: tuple[str, ...] = ()
     """More `batonlab train` overrides."""
+    export: bool = True
+    """Exported after training (`batonlab export`); a teacher reading privileged observations is not."""
 
     @property
     def overrides(self) -> list[str]:
@@ -31,10 +33,14 @@ class FixtureTraining:
         return self.num_envs * NUM_STEPS_PER_ENV * self.iterations
 
 
+TEACHER_LEVEL = 1.0
+"""λ of arm_lift's teacher: trained with full privileges, without the schedule that would lower them."""
+
 TRAININGS = {
-    "arm_reach_policy": FixtureTraining("arm_reach", num_envs=1024, iterations=80),
-    "wl_balance_policy": FixtureTraining("wl_balance", num_envs=512, iterations=64),
-    "wl_loco_manip_policy": FixtureTraining("wl_loco_manip", num_envs=512, iterations=200),
-    "arm_lift_teacher": FixtureTraining("arm_lift", num_envs=512, iterations=50),  # at λ = 1, no schedule
+    "arm_lift_teacher": FixtureTraining("arm_lift", num_envs=256, iterations=40, export=False,
+                                        extra=(f"env.privilege_level={TEACHER_LEVEL}", "~env.curriculum.privilege")),
+    "arm_reach_policy": FixtureTraining("arm_reach", num_envs=256, iterations=40),
+    "wl_balance_policy": FixtureTraining("wl_balance", num_envs=256, iterations=64),
+    "wl_loco_manip_policy": FixtureTraining("wl_loco_manip", num_envs=256, iterations=250),
 }
-"""Session fixture name → its training."""
+"""Session fixture name → its training, cheapest first (the order of the background trainer)."""

@@ -15,7 +15,6 @@ import torch
 from batonlab.env.env import BatonEnv
 from batonlab.rl.evaluate import EvalResult, evaluate
 from batonlab.tasks import make_task_cfg
-from cli_training import train_run
 
 
 @dataclass
@@ -29,24 +28,6 @@ class TrainedTeacher:
     privilege_level: float
     """λ during the whole training."""
     env_steps: int
-
-
-def train_teacher(task: str, log_root: Path, *overrides: str, privilege_level: float, seed: int = 0,
-                  schedule: bool = False) -> TrainedTeacher:
-    """`batonlab train task=TASK env.privilege_level=λ OVERRIDES`: a privileged task's default (teacher)
-    agent from scratch.
-
-    Args:
-        privilege_level: λ of the training.
-        schedule: Keep the task's privilege schedule (False: λ stays at `privilege_level`).
-    """
-    run = train_run(task, log_root, *teacher_overrides(privilege_level, schedule), *overrides, seed=seed)
-    return TrainedTeacher(task, run.run_dir, run.checkpoint, run.policy, privilege_level, run.env_steps)
-
-
-def teacher_overrides(privilege_level: float, schedule: bool = False) -> list[str]:
-    """The `batonlab train` overrides of a teacher trained at λ = `privilege_level` (fixed unless `schedule`)."""
-    return [f"env.privilege_level={privilege_level}", *([] if schedule else ["~env.curriculum.privilege"])]
 
 
 @torch.inference_mode()

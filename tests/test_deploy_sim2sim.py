@@ -74,14 +74,11 @@ def test_sim_robot_reports_the_speed_error_of_play_with_the_height_fixed():
     assert play.speed_errors.tolist() == free.speed_errors.tolist()
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("task", ["arm_reach", "wl_balance"])
-def test_sim_robot_success_matches_play(task, request):
+def assert_sim_robot_success_matches_play(task: str, trained) -> None:
     """A trained policy drives the sim robot in-process: success within 10 points of `play` on the
     same seeds, and every episode as long as in `play` (time-outs and falls alike)."""
     from ros.training import play_on_seeds, sim_robot_on_seeds
 
-    trained = request.getfixturevalue(f"{task}_policy")
     play = play_on_seeds(task, trained.policy, SEEDS)
     sim = sim_robot_on_seeds(task, trained.policy, SEEDS)
     print(f"\n[sim2sim] {task}: success sim robot {sim.successes.mean():.3f}, play {play.successes.mean():.3f} over "
@@ -90,6 +87,16 @@ def test_sim_robot_success_matches_play(task, request):
     assert abs(sim.successes.mean() - play.successes.mean()) <= 0.10
     assert sim.lengths.tolist() == play.lengths.tolist()
     assert sim.terminated.tolist() == play.terminated.tolist()
+
+
+@pytest.mark.slow
+def test_sim_robot_success_matches_play_arm_reach(arm_reach_policy):
+    assert_sim_robot_success_matches_play("arm_reach", arm_reach_policy)
+
+
+@pytest.mark.slow
+def test_sim_robot_success_matches_play_wl_balance(wl_balance_policy):
+    assert_sim_robot_success_matches_play("wl_balance", wl_balance_policy)
 
 
 @pytest.mark.slow

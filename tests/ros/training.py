@@ -16,7 +16,6 @@ from batonlab.env.commands import episode_mean_errors
 from batonlab.env.env import BatonEnv
 from batonlab.rl.evaluate import evaluate
 from batonlab.tasks import make_task_cfg
-from cli_training import export_run, train_run
 
 if str(DEPLOY_ROS_DIR) not in sys.path:
     sys.path.insert(0, str(DEPLOY_ROS_DIR))
@@ -36,18 +35,6 @@ class TrainedPolicy:
     """Env steps the training used (the learning tests' budget)."""
     wall_s: float
     """Wall time of the training [s]."""
-
-
-def train_and_export(task: str, root: Path, *overrides: str, seed: int = 0) -> TrainedPolicy:
-    """`batonlab train task=TASK OVERRIDES` from scratch, then `batonlab export` into `root/exported`.
-
-    The budgets the fixtures pass are the ones the learning tests assert on, so one training per
-    task serves the learning test and the deploy tests.
-    """
-    run = train_run(task, Path(root) / "logs", *overrides, seed=seed)
-    export_dir = export_run(run.run_dir, Path(root) / "exported")
-    return TrainedPolicy(task, run.run_dir, export_dir, run.policy,
-                         float(run.stats.get("Episode/success_rate", float("nan"))), run.env_steps, run.wall_s)
 
 
 def hold_still(task: str, robot: str | None = None):
