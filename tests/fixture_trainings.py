@@ -37,7 +37,7 @@ TEACHER_LEVEL = 1.0
 """λ of arm_lift's teacher: trained with full privileges, without the schedule that would lower them."""
 
 TRAININGS = {
-    "arm_lift_teacher": FixtureTraining("arm_lift", num_envs=256, iterations=40, export=False,
+    "arm_lift_teacher": FixtureTraining("arm_lift", num_envs=512, iterations=50, export=False,
                                         extra=(f"env.privilege_level={TEACHER_LEVEL}", "~env.curriculum.privilege")),
     "arm_reach_policy": FixtureTraining("arm_reach", num_envs=256, iterations=40),
     "wl_balance_policy": FixtureTraining("wl_balance", num_envs=256, iterations=64),

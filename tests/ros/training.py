@@ -4,6 +4,7 @@ and of the sim robot (driven in-process) to compare them on."""
 
 from __future__ import annotations
 
+import copy
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,14 +65,27 @@ FixedFields = dict[str, dict[str, float]]
 e.g. {"base_velocity": {"height": 0.463}} for a robot that receives its command as a Twist."""
 
 
+_PLAYED: dict[tuple, tuple[object, Episodes]] = {}
+"""`play_on_seeds` results by (task, policy, seeds, fixed fields, robot): tests that compare a session
+fixture's policy with play on the same seeds share one evaluation."""
+
+
 def play_on_seeds(task: str, policy, seeds: range, fixed_fields: FixedFields | None = None,
                   robot: str | None = None) -> Episodes:
-    """`batonlab play`'s evaluation, one episode per seed, each from the initial state the sim robot uses.
+    """`batonlab play`'s evaluation, one episode per seed, each from the initial state the sim robot uses
+    (computed once per policy and seeds in a session: see `_PLAYED`).
 
     The env is built with the first seed, like the sim robot's (the terrain tiles it draws at
     construction then match). The speed error is read from `extras["command_metrics"]` of the step
     that ends the episode, as `SimRobot` reads it. `robot`: the robot description of a task over any robot.
     """
+    key = (task, id(policy), seeds.start, seeds.stop, seeds.step, repr(sorted((fixed_fields or {}).items())), robot)
+    if key not in _PLAYED:
+        _PLAYED[key] = (policy, _play_on_seeds(task, policy, seeds, fixed_fields, robot))  # the policy keeps its id
+    return copy.deepcopy(_PLAYED[key][1])
+
+
+def _play_on_seeds(task: str, policy, seeds: range, fixed_fields: FixedFields | None, robot: str | None) -> Episodes:
     cfg = make_task_cfg(task, play=True, robot=robot)
     cfg.num_envs, cfg.seed = 1, seeds[0]
     env = BatonEnv(cfg)
