@@ -288,6 +288,25 @@ def test_heartbeat_estop_stops_when_the_heartbeat_stops(tmp_path):
         robot.wait_for_state("run", timeout=10, after=seen)
 
 
+def test_a_starved_test_robot_names_itself_as_the_cause_of_a_stale_stop(tmp_path):
+    """When the test's own robot stalls (its process starved), the node's stale stop is right and the
+    robot says so; a robot that keeps its cycles, silent on purpose, is not called late."""
+    with wire(tmp_path) as (robot, node):
+        time.sleep(0.3)
+        assert robot.own_lateness() is None, "an idle robot keeps its publish cycles"
+        seen = len(robot.states)
+        robot.stall_s = 0.4  # 4 stale timeouts of the 20 Hz policy
+        stop = robot.wait_for_state("stop", timeout=10, after=seen)
+        assert stop["reason"].startswith("stale joint_states"), stop["reason"]
+        late = robot.own_lateness()
+        assert late is not None and late.startswith("the test robot itself was late"), late
+    with wire(tmp_path / "silent") as (robot, node):
+        seen = len(robot.states)
+        robot.publish_joints = False
+        robot.wait_for_state("stop", timeout=10, after=seen, reason="stale joint_states")
+        assert robot.own_lateness() is None, "silence with punctual cycles is the robot's choice, not its lateness"
+
+
 # Inputs that cannot work, said at start-up.
 
 

@@ -43,19 +43,31 @@ rclpy.try_shutdown()
 @pytest.mark.parametrize("handler", ["stop_through_rclpy", "python default"])
 def test_sigint_reaches_the_spin_as_a_shutdown_not_a_keyboard_interrupt(handler):
     """With the nodes' handler, SIGINT ends the spin as rclpy's shutdown; with Python's default it raises
-    KeyboardInterrupt, which can land anywhere (the control case shows the test can tell them apart)."""
-    domain = new_domain_id()
-    process = subprocess.Popen([sys.executable, "-c", SPINNER, str(domain), handler], stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True, env=ros_environment(domain))
-    assert process.stdout.readline().strip() == "spinning"
-    time.sleep(0.3)
-    process.send_signal(signal.SIGINT)
-    output, _ = process.communicate(timeout=30)
-    assert process.returncode == 0, output
+    KeyboardInterrupt, which can land anywhere (the control case shows the test can tell them apart).
+
+    The control is a race by nature: rclpy calls the default handler after its own, and on a loaded
+    machine the spin has once returned first and the interrupt was never raised in the main thread
+    (seen once in a full run). So the control gets three tries and must raise it in one of them."""
+
+    def interrupted() -> str:
+        domain = new_domain_id()
+        process = subprocess.Popen([sys.executable, "-c", SPINNER, str(domain), handler], stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True, env=ros_environment(domain))
+        assert process.stdout.readline().strip() == "spinning"
+        time.sleep(0.3)
+        process.send_signal(signal.SIGINT)
+        output, _ = process.communicate(timeout=30)
+        assert process.returncode == 0, output
+        return output
+
     if handler == "stop_through_rclpy":
+        output = interrupted()
         assert "stopped by rclpy" in output and "KeyboardInterrupt" not in output, output
     else:
-        assert "KeyboardInterrupt" in output, output
+        outputs = []
+        while len(outputs) < 3 and not any("KeyboardInterrupt" in o for o in outputs):
+            outputs.append(interrupted())
+        assert any("KeyboardInterrupt" in o for o in outputs), outputs
 
 
 RACE = """

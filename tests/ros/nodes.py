@@ -117,6 +117,8 @@ class PolicyNodePeer(DdsPeer):
         self.diagnostics: list = []
         self.cycle_times: list[float] = []
         """time.monotonic() of every publish cycle: how punctual the robot itself was (`own_lateness`)."""
+        self.stall_s = 0.0
+        """Set > 0 to stall the next publish cycle that long, as a starved robot process would."""
         self._Bool, self._Trigger = Bool, Trigger
         policy = ReliabilityPolicy.RELIABLE if reliability == "reliable" else ReliabilityPolicy.BEST_EFFORT
         self.qos = QoSProfile(depth=10, reliability=policy)
@@ -158,6 +160,9 @@ class PolicyNodePeer(DdsPeer):
 
     def _cycle(self) -> None:
         """Called at the start of every publish cycle."""
+        if self.stall_s:
+            stall, self.stall_s = self.stall_s, 0.0
+            time.sleep(stall)
         now = time.monotonic()
         with self.lock:
             self.cycle_times.append(now)
