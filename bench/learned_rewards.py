@@ -30,11 +30,11 @@ from pathlib import Path
 
 import torch
 
+from batonlab.cli import train as cli_train
+from batonlab.cli.common import build_invocation
 from batonlab.env.cfg import RewardTermCfg
 from batonlab.env.env import BatonEnv
 from batonlab.rl.evaluate import evaluate
-from batonlab.rl.runner import BatonRunner
-from batonlab.rl.vecenv import RslRlVecEnv
 from batonlab.tasks import make_agent_cfg, make_task_cfg
 
 TASK = "arm_reach_sparse"
@@ -104,29 +104,22 @@ def _learned():
     return learned
 
 
-def train(variant: str, params: dict | None, seed: int, num_envs: int, iterations: int) -> dict:
-    torch.manual_seed(seed)
-    cfg = make_task_cfg(TASK)
-    cfg.num_envs, cfg.seed = num_envs, seed
+def train(variant: str, params: dict | None, seed: int, num_envs: int, iterations: int, log_root: Path) -> dict:
+    """Train one variant from scratch with `batonlab train`'s entry (a run folder under `log_root`), then play it."""
+    inv = build_invocation([f"task={TASK}", f"seed={seed}", f"env.num_envs={num_envs}", f"max_iterations={iterations}",
+                            f"log_root={log_root}", "eval_episodes=0"])
     if params is not None:
         name, term = term_cfg(variant, params)
-        cfg.rewards[name] = term
-    agent = make_agent_cfg(TASK)
-    env = BatonEnv(cfg)
-    runner = BatonRunner(RslRlVecEnv(env), agent, log_dir=None)
+        inv.task.rewards[name] = term
     curve: list[float] = []
-    start = time.perf_counter()
-    runner.learn(iterations, progress=True,
-                 on_iteration=lambda _r, stats: curve.append(float(stats.get("Episode/success_rate", 0.0))))
-    seconds = time.perf_counter() - start
-    env.close()
+    trained = cli_train.train(inv, on_iteration=lambda _r, stats: curve.append(float(stats.get("Episode/success_rate", 0.0))))
     play = make_task_cfg(TASK, play=True)
     play.num_envs, play.seed = 128, 10_000 + seed
     play_env = BatonEnv(play)
-    success = float(evaluate(play_env, runner.inference_policy(), progress=False).success_rate)
+    success = float(evaluate(play_env, trained.policy, progress=False).success_rate)
     play_env.close()
-    return {"variant": variant, "seed": seed, "env_steps": iterations * agent.num_steps_per_env * num_envs,
-            "train_seconds": seconds, "success": success, "train_success": curve}
+    return {"variant": variant, "seed": seed, "env_steps": trained.env_steps, "train_seconds": trained.wall_s,
+            "success": success, "train_success": curve}
 
 
 def plot(results: list[dict], path: Path, steps_per_iteration: int) -> None:
@@ -176,7 +169,8 @@ def main() -> int:
     for seed in args.seeds:
         for variant in args.variants:
             print(f"[bench] {variant}, seed {seed}", file=sys.stderr)
-            results.append(train(variant, built.get(variant, {}).get("params"), seed, args.num_envs, args.iterations))
+            results.append(train(variant, built.get(variant, {}).get("params"), seed, args.num_envs, args.iterations,
+                                 args.out / "logs"))
             (args.out / "results.json").write_text(json.dumps({"built": built, "runs": results}, indent=1))
     steps_per_iteration = make_agent_cfg(TASK).num_steps_per_env * args.num_envs
     plot(results, args.out / "curves.png", steps_per_iteration)

@@ -22,17 +22,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from batonlab.cli import train as cli_train
+from batonlab.cli.common import build_invocation
 from batonlab.env.env import BatonEnv
 from batonlab.rl.evaluate import evaluate
-from batonlab.rl.runner import BatonRunner
-from batonlab.rl.vecenv import RslRlVecEnv
 from batonlab.tasks import make_agent_cfg, make_task_cfg
 from batonlab.tasks.wl_loco_manip import EE_COMMAND, EE_SENSOR
 
@@ -83,18 +82,14 @@ class VariantResult:
         return float(np.mean(values[-last:])) if values else float("nan")
 
 
-def train(name: str, seed: int, num_envs: int, iterations: int) -> tuple[object, dict[str, list[float]], float]:
-    """Train one variant from scratch; returns the inference policy, the per-iteration history, seconds."""
+def train(name: str, seed: int, num_envs: int, iterations: int, log_root: Path) -> tuple[object, dict[str, list[float]], float]:
+    """Train one variant from scratch with `batonlab train`'s entry (a run folder under `log_root`);
+    returns the inference policy, the per-iteration history, seconds."""
     class_name, curricula = VARIANTS[name]
-    torch.manual_seed(seed)
-    cfg = make_task_cfg(TASK)
-    cfg.num_envs, cfg.seed = num_envs, seed
-    if not curricula:
-        cfg.curriculum = {}
-    agent = make_agent_cfg(TASK)
-    agent.algorithm.class_name = class_name
-    env = BatonEnv(cfg)
-    runner = BatonRunner(RslRlVecEnv(env), agent, log_dir=None)
+    off = [] if curricula else [f"~env.curriculum.{term}" for term in make_task_cfg(TASK).curriculum]
+    inv = build_invocation([f"task={TASK}", f"seed={seed}", f"env.num_envs={num_envs}", f"max_iterations={iterations}",
+                            f"agent.algorithm.class_name={class_name}", *off, f"log_root={log_root}",
+                            "eval_episodes=0", "progress=false"])
     history: dict[str, list[float]] = {}
 
     def record(_runner, stats: dict[str, float]) -> None:
@@ -102,11 +97,8 @@ def train(name: str, seed: int, num_envs: int, iterations: int) -> tuple[object,
             if key in TRACKED or (key.startswith("Cost/") and key.endswith(("/limit", "/violation_rate"))):
                 history.setdefault(key, []).append(value)
 
-    start = time.perf_counter()
-    runner.learn(iterations, progress=False, on_iteration=record)
-    seconds = time.perf_counter() - start
-    env.close()
-    return runner.inference_policy(), history, seconds
+    result = cli_train.train(inv, on_iteration=record)
+    return result.policy, history, result.wall_s
 
 
 def test(policy, seed: int, episodes: int) -> dict:
@@ -228,7 +220,7 @@ def main() -> None:
     results = []
     for seed in args.seeds:
         for name in args.variants:
-            policy, history, seconds = train(name, seed, args.num_envs, args.iterations)
+            policy, history, seconds = train(name, seed, args.num_envs, args.iterations, args.out / "logs")
             scores = test(policy, seed, args.eval_episodes)
             results.append(VariantResult(name, seed, train_time_s=seconds, history=history, **scores))
             print(f"[loco_manip] {name} seed {seed}: trained in {seconds:.0f} s; ee error {scores['ee_error']:.3f} m, "

@@ -23,21 +23,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 
+from batonlab.cli import train as cli_train
+from batonlab.cli.common import build_invocation
 from batonlab.env.cfg import ActionTermCfg
 from batonlab.env.env import BatonEnv
 from batonlab.env.mdp_objects import body_pos
 from batonlab.env.virtual_forces import VirtualForceAction
 from batonlab.rl.evaluate import evaluate
-from batonlab.rl.runner import BatonRunner
-from batonlab.rl.vecenv import RslRlVecEnv
 from batonlab.sim.render import write_mp4
-from batonlab.tasks import make_agent_cfg, make_task_cfg
+from batonlab.tasks import make_task_cfg
 
 VARIANTS = ("privileged", "plain", "force_actions")
 PARK_MARGIN = 0.05
@@ -63,45 +62,39 @@ class VariantResult:
     """λ after every training iteration."""
 
 
-def make_cfgs(task: str, variant: str, num_envs: int, seed: int):
-    cfg = make_task_cfg(task)
-    cfg.num_envs, cfg.seed = num_envs, seed
+def apply_variant(cfg, variant: str) -> None:
+    """Edit a task config into `variant` (`privileged` is the task as it is)."""
     if variant == "plain":
         cfg.privilege_level = 0.0
         cfg.curriculum.pop("privilege", None)
     elif variant == "force_actions":
         cfg.privileges.pop("attraction")
         cfg.actions["virtual_force"] = ActionTermCfg(cls=VirtualForceAction, joints=(), params={"body": "object", "max_force": 6.0})
-    return cfg, make_agent_cfg(task)
 
 
-def train(task: str, variant: str, seed: int, num_envs: int, iterations: int):
-    torch.manual_seed(seed)
-    cfg, agent = make_cfgs(task, variant, num_envs, seed)
-    env = BatonEnv(cfg)
-    runner = BatonRunner(RslRlVecEnv(env), agent, log_dir=None)
+def train(task: str, variant: str, seed: int, num_envs: int, iterations: int, log_root: Path):
+    """Train one variant from scratch with `batonlab train`'s entry (a run folder under `log_root`)."""
+    inv = build_invocation([f"task={task}", f"seed={seed}", f"env.num_envs={num_envs}", f"max_iterations={iterations}",
+                            f"log_root={log_root}", "eval_episodes=0"])
+    apply_variant(inv.task, variant)
     levels: list[float] = []
-    last: dict[str, float] = {}
 
-    def record(_runner, stats: dict[str, float]) -> None:
-        levels.append(env.privilege_manager.level)
-        last.update(stats)
+    def record(runner, stats: dict[str, float]) -> None:
+        levels.append(runner.env.env.privilege_manager.level)
 
-    start = time.perf_counter()
-    runner.learn(iterations, progress=True, on_iteration=record)
-    seconds = time.perf_counter() - start
-    env.close()
-    return runner, levels, last.get("Episode/success_rate", float("nan")), seconds
+    result = cli_train.train(inv, on_iteration=record)
+    return result, levels
 
 
 @torch.inference_mode()
-def test(task: str, variant: str, runner: BatonRunner, seed: int, episodes: int, video: Path | None) -> dict:
+def test(task: str, variant: str, policy, seed: int, episodes: int, video: Path | None) -> dict:
     """One episode per env at λ = 0 (the play task); privileged actions, if any, act at λ = 0, i.e. not at all."""
-    cfg, _ = make_cfgs(task, variant, episodes, 10_000 + seed)
+    cfg = make_task_cfg(task)
+    cfg.num_envs, cfg.seed = episodes, 10_000 + seed
+    apply_variant(cfg, variant)
     play = make_task_cfg(task, play=True)
     cfg.privilege_level, cfg.curriculum, cfg.observations = 0.0, {}, play.observations
     env = BatonEnv(cfg)
-    policy = runner.inference_policy()
     event = env.event_manager.terms["object"]
     reach = float(event.nominal_half.max()) + PARK_MARGIN
     in_hand = cfg.success.params["radius"]
@@ -149,11 +142,12 @@ def main() -> None:
         for variant in args.variants:
             print(f"[privileged] training {args.task} / {variant}, seed {seed}: {args.num_envs} envs × "
                   f"{args.iterations} iterations")
-            runner, levels, train_success, seconds = train(args.task, variant, seed, args.num_envs, args.iterations)
+            trained, levels = train(args.task, variant, seed, args.num_envs, args.iterations, args.out / "logs")
             video = None if args.no_video else args.out / f"{args.task}_{variant}_seed{seed}.mp4"
-            scores = test(args.task, variant, runner, seed, args.eval_episodes, video)
-            results.append(VariantResult(variant, seed, runner.total_env_steps, seconds, levels[-1] if levels else float("nan"),
-                                         train_success, levels=levels, **scores))
+            scores = test(args.task, variant, trained.policy, seed, args.eval_episodes, video)
+            results.append(VariantResult(variant, seed, trained.env_steps, trained.wall_s,
+                                         levels[-1] if levels else float("nan"),
+                                         trained.stats.get("Episode/success_rate", float("nan")), levels=levels, **scores))
             print(f"[privileged] {variant}: success at λ=0 {scores['success']:.2f}, final λ {results[-1].final_level:.2f}")
 
     print(f"\n{args.task}: each variant {results[0].env_steps / 1e6:.2f}M env steps, tested at λ = 0 on "

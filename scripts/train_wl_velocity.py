@@ -108,8 +108,6 @@ def main() -> int:
     parser.add_argument("--num-envs", type=int, default=1024)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--print-every", type=int, default=10)
-    parser.add_argument("--torch-threads", type=int, default=1,
-                        help="torch intra-op threads (1 keeps the learner off the rollout threads' cores)")
     parser.add_argument("--eval-only", action="store_true", help="skip training; evaluate --run-dir or the latest run")
     parser.add_argument("--run-dir", default=None)
     parser.add_argument("--checkpoint", default=None, help="with --eval-only: a model_<it>.pt (default: the newest)")
@@ -118,7 +116,6 @@ def main() -> int:
     parser.add_argument("--settle", type=float, default=2.0, help="seconds ignored while the robot accelerates [s]")
     parser.add_argument("--speed", type=float, default=1.0, help="forward speed command [m/s]")
     args, overrides = parser.parse_known_args()
-    torch.set_num_threads(args.torch_threads)
     info: dict = {}
     try:
         if args.eval_only:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -78,7 +79,7 @@ class FixtureTrainer:
                 if (self.out_dir / f"{name}.json").is_file()}
 
     def close(self) -> None:
-        """Stop the trainer if it still runs (an interrupted session leaves nothing running)."""
+        """Stop the trainer if it still runs (an interrupted session leaves nothing running) and remove its runs."""
         if self.process.poll() is None:
             self.process.terminate()
             try:
@@ -87,6 +88,7 @@ class FixtureTrainer:
                 self.process.kill()
                 self.process.wait()
         self._log.close()
+        shutil.rmtree(self.out_dir, ignore_errors=True)
 
 
 def _read(path: Path) -> BackgroundRun:

@@ -56,6 +56,8 @@ class TrainResult:
     """Stopped by SIGINT/SIGTERM; `checkpoint` holds the last completed iteration."""
     evaluation: EvalResult | None
     """The closing evaluation (`eval_episodes` play episodes), if it ran."""
+    policy: object
+    """The trained inference policy (TensorDict → actions, eval mode), for callers that test it themselves."""
 
 
 def run(inv: Invocation) -> int:
@@ -163,7 +165,7 @@ def _train(inv: Invocation, device: str, ctx, on_iteration) -> TrainResult:
             # No more envs than training ran: a small test run gets a small evaluation.
             evaluation = _evaluate(inv, runner, min(top.eval_episodes, inv.task.num_envs))
     return TrainResult(run_dir, runner.iteration, runner.total_env_steps, stats, wall_s, runner.last_checkpoint,
-                       runner.stop_requested, evaluation)
+                       runner.stop_requested, evaluation, runner.inference_policy())
 
 
 def _evaluate(inv: Invocation, runner: BatonRunner, num_episodes: int) -> EvalResult:
