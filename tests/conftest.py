@@ -140,8 +140,8 @@ def wl_balance_policy():
 
 @pytest.fixture(scope="session")
 def wl_loco_manip_policy():
-    """wl_loco_manip trained from scratch with its defaults (P3O, the three curricula) and exported, once per
-    session: the learning test and the sim-to-sim test share it. Returns `ros.training.TrainedPolicy`."""
+    """wl_loco_manip trained from scratch (P3O, the three curricula; `fixture_trainings.TRAININGS`) and exported,
+    once per session: the learning test and the sim-to-sim test share it. Returns `ros.training.TrainedPolicy`."""
     return _trained_policy("wl_loco_manip_policy")
 
 

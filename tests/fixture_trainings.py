@@ -41,6 +41,8 @@ TRAININGS = {
                                         extra=(f"env.privilege_level={TEACHER_LEVEL}", "~env.curriculum.privilege")),
     "arm_reach_policy": FixtureTraining("arm_reach", num_envs=256, iterations=40),
     "wl_balance_policy": FixtureTraining("wl_balance", num_envs=256, iterations=64),
-    "wl_loco_manip_policy": FixtureTraining("wl_loco_manip", num_envs=256, iterations=250),
+    "wl_loco_manip_policy": FixtureTraining("wl_loco_manip", num_envs=128, iterations=240,
+                                            extra=("agent.algorithm.desired_kl=0.02",
+                                                   "agent.algorithm.num_learning_epochs=3")),
 }
 """Session fixture name → its training, cheapest first (the order of the background trainer)."""
