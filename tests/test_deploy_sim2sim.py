@@ -225,9 +225,11 @@ def test_sim_to_sim_reports_a_policy_stop_and_resets_it_for_the_next_episode(arm
         while not operator.episodes and time.monotonic() < deadline:
             time.sleep(0.05)
         assert operator.episodes, "episode 0 never ended"
-        time.sleep(1.0)  # into episode 1
+        # At once: in lockstep an episode takes about a second of wall time (1 s after episode 0 was the
+        # end of episode 1 in one CI run), and once the policy stops the rest runs at the wall-clock pace.
         operator.estop(True)
-        time.sleep(0.5)
+        time.sleep(0.3)
+        stopped_in = len(operator.episodes)
         operator.estop(False)  # released: the reset at the episode's end may leave stop
         run.join(timeout=300)
     finally:
@@ -239,6 +241,7 @@ def test_sim_to_sim_reports_a_policy_stop_and_resets_it_for_the_next_episode(arm
     print(f"\n[sim2sim] stops per episode {stops}; success {[e['success'] for e in episodes]}")
     logs = node_log_tails(tmp_path)
     assert stops[0] is None and stops[1] is not None and "e-stop" in stops[1], f"{stops}{logs}"
+    assert stopped_in == 1, f"the e-stop was held past the end of episode 1{logs}"
     assert stops[2] is None and stops[3] is None, f"the policy was not reset after episode 1: {stops}{logs}"
     assert summary["policy_stops"] == 1
     assert episodes[3]["success"], "the reset policy did not reach its target again" + logs
