@@ -112,7 +112,8 @@ def train(variant: str, params: dict | None, seed: int, num_envs: int, iteration
         name, term = term_cfg(variant, params)
         inv.task.rewards[name] = term
     curve: list[float] = []
-    trained = cli_train.train(inv, on_iteration=lambda _r, stats: curve.append(float(stats.get("Episode/success_rate", 0.0))))
+    trained = cli_train.train(
+        inv, on_iteration=lambda _r, stats: curve.append(float(stats.get("Episode/success_rate", 0.0))))
     play = make_task_cfg(TASK, play=True)
     play.num_envs, play.seed = 128, 10_000 + seed
     play_env = BatonEnv(play)

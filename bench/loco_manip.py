@@ -82,14 +82,16 @@ class VariantResult:
         return float(np.mean(values[-last:])) if values else float("nan")
 
 
-def train(name: str, seed: int, num_envs: int, iterations: int, log_root: Path) -> tuple[object, dict[str, list[float]], float]:
+def train(name: str, seed: int, num_envs: int, iterations: int,
+          log_root: Path) -> tuple[object, dict[str, list[float]], float]:
     """Train one variant from scratch with `batonlab train`'s entry (a run folder under `log_root`);
     returns the inference policy, the per-iteration history, seconds."""
     class_name, curricula = VARIANTS[name]
-    off = [] if curricula else [f"~env.curriculum.{term}" for term in make_task_cfg(TASK).curriculum]
     inv = build_invocation([f"task={TASK}", f"seed={seed}", f"env.num_envs={num_envs}", f"max_iterations={iterations}",
-                            f"agent.algorithm.class_name={class_name}", *off, f"log_root={log_root}",
+                            f"agent.algorithm.class_name={class_name}", f"log_root={log_root}",
                             "eval_episodes=0", "progress=false"])
+    if not curricula:
+        inv.task.curriculum = {}
     history: dict[str, list[float]] = {}
 
     def record(_runner, stats: dict[str, float]) -> None:

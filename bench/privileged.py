@@ -147,7 +147,8 @@ def main() -> None:
             scores = test(args.task, variant, trained.policy, seed, args.eval_episodes, video)
             results.append(VariantResult(variant, seed, trained.env_steps, trained.wall_s,
                                          levels[-1] if levels else float("nan"),
-                                         trained.stats.get("Episode/success_rate", float("nan")), levels=levels, **scores))
+                                         trained.stats.get("Episode/success_rate", float("nan")), levels=levels,
+                                         **scores))
             print(f"[privileged] {variant}: success at λ=0 {scores['success']:.2f}, final λ {results[-1].final_level:.2f}")
 
     print(f"\n{args.task}: each variant {results[0].env_steps / 1e6:.2f}M env steps, tested at λ = 0 on "

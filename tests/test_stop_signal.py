@@ -51,18 +51,14 @@ def test_sigint_reaches_the_spin_as_a_shutdown_not_a_keyboard_interrupt(handler)
     a background job of a non-interactive shell) passes that on, Python then installs none, and the
     control saw no interrupt in 3 of 3 tries."""
 
-    def interrupted() -> str:
-        domain = new_domain_id()
-        process = subprocess.Popen([sys.executable, "-c", SPINNER, str(domain), handler], stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, text=True, env=ros_environment(domain))
-        assert process.stdout.readline().strip() == "spinning"
-        time.sleep(0.3)
-        process.send_signal(signal.SIGINT)
-        output, _ = process.communicate(timeout=30)
-        assert process.returncode == 0, output
-        return output
-
-    output = interrupted()
+    domain = new_domain_id()
+    process = subprocess.Popen([sys.executable, "-c", SPINNER, str(domain), handler], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, env=ros_environment(domain))
+    assert process.stdout.readline().strip() == "spinning"
+    time.sleep(0.3)
+    process.send_signal(signal.SIGINT)
+    output, _ = process.communicate(timeout=30)
+    assert process.returncode == 0, output
     if handler == "stop_through_rclpy":
         assert "stopped by rclpy" in output and "KeyboardInterrupt" not in output, output
     else:
