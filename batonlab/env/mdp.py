@@ -49,11 +49,7 @@ def reset_joints_uniform(env, env_ids: torch.Tensor, joints: tuple[str, ...], po
     """Offset the reset pose of `joints` by U(position_range), clipped to the joint limits of limited joints
     [rad or m] (a continuous joint, whose range MuJoCo leaves at (0, 0), is not clipped)."""
     adr = env.scene.qpos_adr(joints)
-    ids = env.scene.joint_ids(joints)
-    model = env.scene.model
-    limited = torch.as_tensor(model.jnt_limited[ids].astype(bool), device=env.device)
-    limits = torch.as_tensor(model.jnt_range[ids], dtype=torch.float32, device=env.device)
-    limits = torch.where(limited[:, None], limits, torch.tensor([-torch.inf, torch.inf], device=env.device))
+    limits = env.scene.joint_limits(joints, env.device)
     offsets = env.uniform((len(env_ids), len(joints)), *position_range)
     rows = env.reset_qpos[env_ids]
     rows[:, adr] = (rows[:, adr] + offsets).clamp(limits[:, 0], limits[:, 1])
@@ -70,12 +66,11 @@ def randomize_joint_parameters(
 ) -> None:
     """Scale joint damping, dry friction and armature of each world by U(range) of the nominal value."""
     adr = env.scene.dof_adr(joints)
-    nominal = env.scene.model
     fields = {}
     for field, value_range in (("dof_damping", damping_range), ("dof_frictionloss", friction_range), ("dof_armature", armature_range)):
         if value_range is None:
             continue
-        values = torch.as_tensor(getattr(nominal, field), dtype=torch.float32).repeat(len(env_ids), 1)
+        values = env.scene.nominal(field).repeat(len(env_ids), 1)
         values[:, adr] *= env.uniform((len(env_ids), len(joints)), *value_range).cpu()
         fields[field] = values
     if fields:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import mujoco
 import torch
 
+from batonlab.env.mdp_locomotion import quat_mul
 from batonlab.env.mdp_objects import yaw_to_quat
 from batonlab.robots import door as door_asset
 
@@ -131,7 +132,7 @@ class RandomizeDoor:
 
         # Pose: an offset on the mount and a turn about its z axis (q = q_yaw ⊗ q_nominal).
         fields["body_pos"][:, self.body] = nominal("body_pos", self.body) + torch.stack([x, y, torch.zeros_like(x)], dim=1)
-        fields["body_quat"][:, self.body] = _quat_mul(yaw_to_quat(yaw), nominal("body_quat", self.body).expand(len(yaw), 4))
+        fields["body_quat"][:, self.body] = quat_mul(yaw_to_quat(yaw), nominal("body_quat", self.body).expand(len(yaw), 4))
         # Width: the latch side moves toward the hinge (local +y) by the width lost; spanning parts shrink.
         lost = (self.width * (1.0 - width))[:, None]
         shift_y = torch.tensor([0.0, 1.0, 0.0], dtype=torch.float64)
@@ -167,11 +168,3 @@ def _ids(model: mujoco.MjModel, kind: mujoco.mjtObj, names, present_only: bool =
         raise KeyError(f"the scene has no {kind.name.removeprefix('mjOBJ_').lower()} {missing} "
                        "(attach the door with batonlab.robots.door.attach_door)")
     return [i for i in ids if i >= 0]
-
-
-def _quat_mul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Hamilton product of (n, 4) quaternions (w, x, y, z)."""
-    aw, ax, ay, az = a.unbind(1)
-    bw, bx, by, bz = b.unbind(1)
-    return torch.stack([aw * bw - ax * bx - ay * by - az * bz, aw * bx + ax * bw + ay * bz - az * by,
-                        aw * by - ax * bz + ay * bw + az * bx, aw * bz + ax * by - ay * bx + az * bw], dim=1)

@@ -104,7 +104,7 @@ class ObservationManager:
             value = value + cfg.noise_std * self.env.normal(value.shape)
         if cfg.clip is not None:
             value = value.clamp(*cfg.clip)
-        return value * cfg.scale
+        return value if cfg.scale == 1.0 else value * cfg.scale
 
     def reset(self, env_ids: torch.Tensor) -> dict[str, float]:
         self._fresh[env_ids] = True

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from batonlab.env.cfg import CostTermCfg, RewardTermCfg
-from batonlab.env.terms import build_term, reset_term
+from batonlab.env.terms import build_term, reset_term, stateful_terms
 
 
 class RewardManager:
@@ -28,31 +28,36 @@ class RewardManager:
         self.only_positive = only_positive
         self.unclipped = frozenset(unclipped)
         self.terms = {name: build_term(c.func, c.params, env, f"rewards['{name}']") for name, c in cfgs.items()}
-        self.episode_sums = {name: torch.zeros(env.num_envs, device=env.device) for name in self.terms}
+        self._sums = torch.zeros(env.num_envs, len(self.terms), device=env.device)
+        self.episode_sums = {name: self._sums[:, k] for k, name in enumerate(self.terms)}
+        """Each term's weighted sum over the current episode (num_envs,), a column of one buffer."""
+        self._stateful = stateful_terms(self.terms)
         self.reward = torch.zeros(env.num_envs, device=env.device)
 
     def compute(self, dt: float) -> torch.Tensor:
         self.reward.zero_()
         clip = self.only_positive
         after_clip = torch.zeros_like(self.reward) if clip else self.reward
+        values = []
         for name, term in self.terms.items():
             value = term(self.env) * (self.cfgs[name].weight * dt)
             if value.shape != self.reward.shape:
                 raise ValueError(f"reward term '{name}' must return (num_envs,), got {tuple(value.shape)}")
             (after_clip if clip and name in self.unclipped else self.reward).add_(value)
-            self.episode_sums[name] += value
+            values.append(value)
+        if values:
+            self._sums += torch.stack(values, dim=1)
         if clip:
             self.reward.clamp_(min=0.0).add_(after_clip)
         return self.reward
 
     def reset(self, env_ids: torch.Tensor) -> dict[str, float]:
         """Mean episode sum of each term over the reset envs, per second of episode."""
-        log = {}
-        for name, sums in self.episode_sums.items():
-            log[f"Episode_Reward/{name}"] = sums[env_ids].mean() / self.env.max_episode_length_s
-            sums[env_ids] = 0.0
-            reset_term(self.terms[name], env_ids)
-        return log
+        means = (self._sums[env_ids].mean(dim=0) / self.env.max_episode_length_s).unbind()
+        self._sums[env_ids] = 0.0
+        for term in self._stateful:
+            term.reset(env_ids)
+        return {f"Episode_Reward/{name}": mean for name, mean in zip(self.terms, means)}
 
 
 class CostManager:

@@ -70,14 +70,36 @@ class Scene:
         return self._cache[key]
 
     def actuator_for_joints(self, names) -> torch.Tensor:
-        """The single actuator driving each joint, shape (len(names),)."""
-        out = []
-        for name, j in zip(names, self.scalar_joint_ids(names)):
-            acts = self._joint_to_actuator.get(j, [])
-            if len(acts) != 1:
-                raise ValueError(f"joint '{name}' must be driven by exactly one actuator, found {len(acts)}")
-            out.append(acts[0])
-        return torch.tensor(out)
+        """The single actuator driving each joint, shape (len(names),); cached."""
+        key = ("actuator", tuple(names))
+        if key not in self._cache:
+            out = []
+            for name, j in zip(names, self.scalar_joint_ids(names)):
+                acts = self._joint_to_actuator.get(j, [])
+                if len(acts) != 1:
+                    raise ValueError(f"joint '{name}' must be driven by exactly one actuator, found {len(acts)}")
+                out.append(acts[0])
+            self._cache[key] = torch.tensor(out)
+        return self._cache[key]
+
+    def joint_limits(self, names, device: torch.device | str = "cpu") -> torch.Tensor:
+        """(len(names), 2) float32 [low, high] of 1-DoF joints, ±inf where a joint is not limited; cached."""
+        key = ("limits", tuple(names), str(device))
+        if key not in self._cache:
+            ids = self.scalar_joint_ids(names)
+            limits = torch.as_tensor(self.model.jnt_range[ids], dtype=torch.float32)
+            limited = torch.as_tensor(self.model.jnt_limited[ids].astype(bool))
+            unlimited = torch.tensor([-torch.inf, torch.inf])
+            self._cache[key] = torch.where(limited[:, None], limits, unlimited).to(device)
+        return self._cache[key]
+
+    def nominal(self, field: str) -> torch.Tensor:
+        """A model field of the compiled (nominal) model as float32, on the CPU; cached. Read-only:
+        events copy it before they scale it per world."""
+        key = ("nominal", field)
+        if key not in self._cache:
+            self._cache[key] = torch.as_tensor(getattr(self.model, field), dtype=torch.float32)
+        return self._cache[key]
 
     def body_id(self, name: str) -> int:
         return self._lookup(mujoco.mjtObj.mjOBJ_BODY, name, "body")

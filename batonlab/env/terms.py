@@ -52,6 +52,11 @@ class _BoundTerm:
         pass
 
 
+def stateful_terms(terms: dict[str, Any]) -> list[Any]:
+    """The terms with state to reset (class terms with a `reset`); function terms have none."""
+    return [t for t in terms.values() if not isinstance(t, _BoundTerm) and getattr(t, "reset", None) is not None]
+
+
 def reset_term(term: Any, env_ids) -> None:
     """Reset a stateful term, if it has state."""
     reset = getattr(term, "reset", None)

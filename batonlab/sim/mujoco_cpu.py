@@ -171,9 +171,10 @@ class MujocoCpuBackend(SimBackend):
         rollout reports the sensors of the state a step starts from, which is exactly the new state.
         """
         control = self._control_buffer(1)[ids]
-        _, sensors = self._pool.rollout(
-            self._models[ids].tolist(), self._datas, self._state[ids], control, control_spec=self._control_spec, nstep=1
-        )
+        state = np.empty((ids.size, 1, self._nstate))
+        sensors = np.empty((ids.size, 1, self.model.nsensordata))
+        self._pool.rollout(self._models[ids].tolist(), self._datas, self._state[ids], control,
+                           control_spec=self._control_spec, skip_checks=True, nstep=1, state=state, sensordata=sensors)
         self.sensordata[torch.from_numpy(ids)] = torch.from_numpy(sensors[:, 0]).float()
 
     def set_params(self, env_ids: torch.Tensor, **fields: torch.Tensor) -> None:
