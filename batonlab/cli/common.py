@@ -20,12 +20,14 @@ from hydra.core.override_parser.types import Override
 from hydra.errors import HydraException
 
 from batonlab.cli import overrides as ov
+from batonlab.cli.exit_codes import INTERRUPTED  # noqa: F401  (re-exported for the commands)
 from batonlab.cli.options import TOP_LEVEL_ONLY, CliOptions, defaults
 from batonlab.env.cfg import TaskCfg
 from batonlab.rl import checkpoint
 from batonlab.rl.cfg import RunnerCfg, to_rsl_rl_dict
 from batonlab.robots.description import RobotDescriptionError
 from batonlab.tasks import TaskRobotError
+from batonlab.utils import files
 
 
 class CliError(Exception):
@@ -39,8 +41,6 @@ ROBOT_ERRORS = (TaskRobotError, RobotDescriptionError, FileNotFoundError)
 """What a task factory raises for a bad `robot=`: robot= on a fixed-robot task, an invalid description
 (or a robot the task cannot use), a missing description, model or mesh file."""
 
-INTERRUPTED = 130
-"""Exit code after SIGINT or SIGTERM (128 + SIGINT, the shell's code for Ctrl-C)."""
 
 
 @dataclass
@@ -185,9 +185,11 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def new_run_dir(top: CliOptions, experiment: str) -> Path:
+def new_run_dir(top: CliOptions, experiment: str, create: bool = True) -> Path:
+    """`log_root/experiment/<time>`, created exclusively (`<time>_1`, ... when a run started in the same second)."""
     stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
-    return Path(top.log_root) / experiment / stamp
+    path = Path(top.log_root) / experiment / stamp
+    return files.create_unique_folder(path) if create else path
 
 
 def find_run_dir(top: CliOptions, experiment: str) -> Path:

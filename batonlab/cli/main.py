@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from batonlab.cli.common import INTERRUPTED, USER_ERRORS, CliError, build_invocation
+from batonlab.cli.exit_codes import INTERRUPTED, USER_ERROR
 
 USAGE = """usage: batonlab <command> [key=value ...]
 
@@ -62,7 +62,7 @@ def _list(_: list[str]) -> int:
 
 def _help(command: str, args: list[str]) -> int:
     """`batonlab <command> [task=NAME] --help`: the command's options and the task's keys."""
-    from batonlab.cli.common import ROBOT_ERRORS, parse_options
+    from batonlab.cli.common import ROBOT_ERRORS, CliError, parse_options
     from batonlab.cli.options import command_help
 
     top, _ = parse_options(_hydra_flags([a for a in args if a not in HELP_FLAGS]))
@@ -77,18 +77,21 @@ def _help(command: str, args: list[str]) -> int:
 
 def _train(args: list[str]) -> int:
     from batonlab.cli import train
+    from batonlab.cli.common import build_invocation
 
     return train.run(build_invocation(args))
 
 
 def _play(args: list[str]) -> int:
     from batonlab.cli import play
+    from batonlab.cli.common import build_invocation
 
     return play.run(build_invocation(_hydra_flags(args), play=True))
 
 
 def _export(args: list[str]) -> int:
     from batonlab.cli import export
+    from batonlab.cli.common import build_invocation
 
     return export.run(build_invocation(args, play=True))
 
@@ -145,14 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     command, args = argv[0], argv[1:]
     if command not in COMMANDS:
         print(f"batonlab: unknown command '{command}'; valid commands: {sorted(COMMANDS)}", file=sys.stderr)
-        return 2
+        return USER_ERROR
     try:
-        if command in HELP_COMMANDS and any(a in HELP_FLAGS for a in args):
-            return _help(command, args)
-        return COMMANDS[command](args)
-    except USER_ERRORS as err:
-        print(f"batonlab {command}: {err}", file=sys.stderr)
-        return 2
+        return _run(command, args)
     except KeyboardInterrupt:
         print(f"batonlab {command}: interrupted", file=sys.stderr)
         return INTERRUPTED
@@ -161,7 +159,26 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"batonlab {command}: '{err.name}' is not installed; this machine has the robot-side install only. "
               "Install the training stack with: pip install 'batonlab[train]'", file=sys.stderr)
-        return 2
+        return USER_ERROR
+
+
+def _run(command: str, args: list[str]) -> int:
+    """Run one command; bad input and disk faults become one line on stderr."""
+    from batonlab.cli.common import USER_ERRORS
+    from batonlab.utils.files import describe_disk_fault, disk_fault
+
+    try:
+        if command in HELP_COMMANDS and any(a in HELP_FLAGS for a in args):
+            return _help(command, args)
+        return COMMANDS[command](args)
+    except USER_ERRORS as err:
+        print(f"batonlab {command}: {err}", file=sys.stderr)
+        return USER_ERROR
+    except OSError as err:
+        if not disk_fault(err):
+            raise
+        print(f"batonlab {command}: {describe_disk_fault(err)}", file=sys.stderr)
+        return USER_ERROR
 
 
 if __name__ == "__main__":

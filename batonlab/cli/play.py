@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
-from batonlab.cli.common import INTERRUPTED, Invocation, StopRequest, seed_everything, stop_on_signals
+from batonlab.cli.common import INTERRUPTED, CliError, Invocation, StopRequest, seed_everything, stop_on_signals
 from batonlab.cli.policy_loading import load_trained
+from batonlab.logs.sim_recorder import EpisodeRecorder, RecordingError
 from batonlab.rl.evaluate import evaluate
 from batonlab.sim.render import write_mp4
 
@@ -30,9 +32,14 @@ def run(inv: Invocation) -> int:
                               step_callback=_step_callback(stop, recorder))
     except KeyboardInterrupt:
         result = None
-    finally:
-        # Bags get their summary and metadata.yaml however the rollout ended.
+    except RecordingError as err:
+        _close_after_fault(recorder)
+        raise CliError(f"{err} (the bags finished before it are intact)") from None
+    # Bags get their summary and metadata.yaml however the rollout ended.
+    try:
         bags = recorder.close() if recorder is not None else []
+    except RecordingError as err:
+        raise CliError(f"{err} (the bags finished before it are intact)") from None
     if result is None:
         closed = f"; closed {len(bags)} bags in {top.record} (their episodes cut short)" if bags else ""
         print(f"[batonlab] interrupted{closed}")
@@ -66,6 +73,14 @@ def run(inv: Invocation) -> int:
     return 0
 
 
+def _close_after_fault(recorder) -> None:
+    """Close the bags still open after one failed; their own failures (the same full disk) add nothing."""
+    try:
+        recorder.close()
+    except RecordingError:
+        pass
+
+
 def _step_callback(stop: StopRequest, recorder):
     """`evaluate`'s step callback: record the step, or end the rollout between two steps once asked to stop."""
 
@@ -80,8 +95,8 @@ def _step_callback(stop: StopRequest, recorder):
 
 def _recorder(inv: Invocation, env, run_dir: Path, ckpt: Path):
     """One bag per episode of the first `play.record_episodes` envs, in `record=DIR`."""
-    from batonlab.logs.sim_recorder import EpisodeRecorder
-
+    # A bag that fails is play's one-line error (RecordingError); the recorder's own log line would repeat it.
+    logging.getLogger("batonlab.deploy.recording").setLevel(logging.CRITICAL)
     metadata = {"seed": int(inv.top.seed), "checkpoint": str(ckpt), "run_dir": str(run_dir)}
     if inv.top.robot:
         metadata["robot_file"] = inv.top.robot  # replay rebuilds this robot (`make_replay_env`)

@@ -114,7 +114,7 @@ def _train(inv: Invocation, device: str, ctx, on_iteration) -> TrainResult:
     top = inv.top
     is_main = ctx is None or ctx.is_main
     seed_everything(inv.task.seed)
-    run_dir = find_run_dir(top, inv.agent.experiment_name) if top.resume else new_run_dir(top, inv.agent.experiment_name)
+    run_dir = find_run_dir(top, inv.agent.experiment_name) if top.resume else None
     if top.resume:
         check_run_robot(top, run_dir)
     ckpt = find_checkpoint(top, run_dir) if top.resume else None
@@ -129,6 +129,8 @@ def _train(inv: Invocation, device: str, ctx, on_iteration) -> TrainResult:
     elif distilling:
         resolve_teacher(inv)
     env = RslRlVecEnv(BatonEnv(inv.task))
+    if run_dir is None:  # created once the env is built, so a run that cannot start leaves no folder
+        run_dir = new_run_dir(top, inv.agent.experiment_name, create=is_main)
     runner = BatonRunner(env, inv.agent, log_dir=run_dir, device=device, distributed=ctx, verbose=top.verbose)
     if distilling and ckpt is None:
         runner.load_teacher(inv.agent.teacher.checkpoint)
@@ -147,11 +149,13 @@ def _train(inv: Invocation, device: str, ctx, on_iteration) -> TrainResult:
         groups = runner.train_cfg["obs_groups"]
         print(f"[batonlab] distilling a student (observation groups {groups['student']}) from the teacher "
               f"{inv.agent.teacher.checkpoint} (observation groups {groups['teacher']})")
-    # The resolved config is written after the env is built, so it is the config that ran.
-    if is_main:
-        write_yaml({"task_name": inv.task_name, "cli": top, "env": inv.task, "agent": inv.agent}, run_dir / "config.yaml")
     start = time.perf_counter()
     with stop_on_signals(runner.request_stop):
+        # Written after the env is built (the config that ran), under the signal guard: a Ctrl-C here
+        # lets it finish and stops with a checkpoint, so the run folder plays and resumes.
+        if is_main:
+            write_yaml({"task_name": inv.task_name, "cli": top, "env": inv.task, "agent": inv.agent},
+                       run_dir / "config.yaml")
         stats = runner.learn(total, progress=top.progress, on_iteration=on_iteration)
     wall_s = time.perf_counter() - start
     env.env.close()

@@ -4,16 +4,21 @@ naming the file's sha256. The one writer of export folders (`batonlab export`, t
 
 from __future__ import annotations
 
+import errno
 import json
 from pathlib import Path
 
 import onnx
 
 from batonlab.deploy.manifest import MANIFEST_FILE, Manifest, sha256_file
+from batonlab.utils import files
 
 
 def write_export(out_dir: str | Path, model: onnx.ModelProto, manifest: Manifest) -> tuple[Path, Path]:
     """Write `model` with `manifest.onnx_metadata()` attached, then the manifest with the file's hash.
+
+    The folder is built beside `out_dir` and swapped in whole (`files.replace_folder`): a reader, or an
+    export interrupted at any moment, finds the previous export or the new one, never a mix.
 
     Args:
         out_dir: Export folder (created if needed); the ONNX file is named `manifest.policy.file`.
@@ -22,12 +27,30 @@ def write_export(out_dir: str | Path, model: onnx.ModelProto, manifest: Manifest
 
     Returns:
         The paths of the ONNX file and of the manifest.
+
+    Raises:
+        FileExistsError: `out_dir` holds files that no export wrote (they would be replaced).
     """
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    onnx_path, manifest_path = out_dir / manifest.policy.file, out_dir / MANIFEST_FILE
+    _check_replaceable(out_dir)
+    files.remove_stale_temporaries(out_dir.parent, f".{out_dir.name}.*.tmp")
     onnx.helper.set_model_props(model, manifest.onnx_metadata())
-    onnx.save(model, str(onnx_path))
-    manifest = manifest.with_sha256(sha256_file(onnx_path))
-    manifest_path.write_text(json.dumps(manifest.to_json(), indent=2) + "\n")
-    return onnx_path, manifest_path
+
+    def build(folder: Path) -> tuple[Path, Path]:
+        onnx_path, manifest_path = folder / manifest.policy.file, folder / MANIFEST_FILE
+        onnx_path.write_bytes(model.SerializeToString())
+        signed = manifest.with_sha256(sha256_file(onnx_path))
+        manifest_path.write_text(json.dumps(signed.to_json(), indent=2) + "\n")
+        return onnx_path, manifest_path
+
+    return files.replace_folder(out_dir, build)
+
+
+def _check_replaceable(out_dir: Path) -> None:
+    """An existing `out_dir` may hold an export (a manifest and ONNX files) and nothing else."""
+    if not out_dir.is_dir():
+        return
+    foreign = sorted(p.name for p in out_dir.iterdir() if p.name != MANIFEST_FILE and p.suffix != ".onnx")
+    if foreign:
+        raise FileExistsError(errno.EEXIST, f"it holds files no export wrote ({', '.join(foreign[:5])}); export into "
+                              "a new folder or an export folder", str(out_dir))

@@ -61,6 +61,10 @@ def env_manifest(env: BatonEnv, task: str) -> tuple[dict, str]:
     return manifest, hashlib.sha256(json.dumps(manifest, sort_keys=True).encode()).hexdigest()
 
 
+class RecordingError(RuntimeError):
+    """A bag could not be written (a full disk, a folder that cannot be written); its path and the cause."""
+
+
 class EpisodeRecorder:
     """Records the first episode of envs `0 .. num_episodes-1` during `batonlab.rl.evaluate`.
 
@@ -158,7 +162,7 @@ class EpisodeRecorder:
         for i in list(self.recorders):
             try:
                 self._finish(i)
-            except RuntimeError as err:
+            except RecordingError as err:
                 failures.append(err)
         if failures:
             raise failures[0]
@@ -196,7 +200,7 @@ class EpisodeRecorder:
         rec = self.recorders.pop(i)
         status = rec.close()
         if not status["recording_ok"]:
-            raise RuntimeError(f"recording episode {i} to {rec.path} failed: {status['recording_error']}")
+            raise RecordingError(f"recording episode {i} to {rec.path} failed: {status['recording_error']}")
 
 
 def _ctrl_range(model: mujoco.MjModel, actuators: np.ndarray) -> list:

@@ -8,15 +8,17 @@ mid-write (`kill -9`) leaves the temporary, which `remove_stale_temporaries` del
 
 from __future__ import annotations
 
-import os
+import io
 import re
-import tempfile
 from pathlib import Path
 
 import torch
 
+from batonlab.utils import files
+
 _CHECKPOINT = re.compile(r"model_(\d+)\.pt$")
 _TEMPORARY_GLOB = ".model_*.pt.*.tmp"
+_CONFIG_TEMPORARY_GLOB = ".config.yaml.*.tmp"
 
 
 class CheckpointError(RuntimeError):
@@ -24,25 +26,13 @@ class CheckpointError(RuntimeError):
 
 
 def save_atomic(obj: dict, path: str | Path) -> Path:
-    """Write to a temporary file in the same folder, fsync it, then rename over `path`.
+    """Serialize `obj` with torch.save and write it atomically to `path` (`files.atomic_write_bytes`).
 
-    The file gets the mode of any new file of this process (0666 minus the umask), like the run's
-    other files, not the 0600 of `tempfile.mkstemp`.
+    Serialized in memory first, so a full disk is an OSError naming `path` (not torch's writer error).
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    return files.atomic_write_bytes(path, buffer.getbuffer())
 
 
 def load(path: str | Path, map_location: str | torch.device = "cpu") -> dict:
@@ -94,14 +84,5 @@ def remove_stale_temporaries(run_dir: str | Path) -> list[Path]:
 
     Call it only while no other process saves into `run_dir`.
     """
-    stale = sorted(Path(run_dir).glob(_TEMPORARY_GLOB))
-    for path in stale:
-        path.unlink(missing_ok=True)
-    return stale
-
-
-def _umask() -> int:
-    # The umask can only be read by setting it; set it straight back.
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+    return files.remove_stale_temporaries(run_dir, _TEMPORARY_GLOB) + files.remove_stale_temporaries(
+        run_dir, _CONFIG_TEMPORARY_GLOB)

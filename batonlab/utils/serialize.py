@@ -11,6 +11,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from batonlab.utils.files import atomic_write_text
+
 
 def to_plain(obj: Any) -> Any:
     """A JSON/YAML-safe copy of a config: dataclasses → dicts, tuples → lists, functions → names."""
@@ -31,9 +33,8 @@ def to_plain(obj: Any) -> Any:
     return obj
 
 
-def write_yaml(data: Any, path: str | Path) -> None:
+def write_yaml(data: Any, path: str | Path) -> Path:
+    """`data` as plain YAML to `path`, atomically (a reader sees the old file or the whole new one)."""
     import yaml
 
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as f:
-        yaml.safe_dump(to_plain(data), f, sort_keys=False)
+    return atomic_write_text(path, yaml.safe_dump(to_plain(data), sort_keys=False))
