@@ -12,6 +12,7 @@ from batonlab.cli.policy_loading import load_trained
 from batonlab.logs.sim_recorder import EpisodeRecorder, RecordingError
 from batonlab.rl.evaluate import evaluate
 from batonlab.sim.render import write_mp4
+from batonlab.utils.files import atomic_write_text
 
 
 def run(inv: Invocation) -> int:
@@ -59,7 +60,7 @@ def run(inv: Invocation) -> int:
         "survival_rate": float(1.0 - result.terminated.mean()),
         "mean_errors": {key: float(values.mean()) for key, values in result.mean_errors.items()},
     }
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    atomic_write_text(out / "metrics.json", json.dumps(metrics, indent=2))
     print(f"[batonlab] {inv.task_name}: success rate {result.success_rate:.3f} over {result.num_episodes} episodes "
           f"(mean return {result.mean_return:.3f}) from {ckpt}")
     if result.mean_errors:

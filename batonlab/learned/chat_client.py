@@ -35,7 +35,6 @@ import logging
 import os
 import random
 import re
-import tempfile
 import threading
 import time
 import urllib.error
@@ -47,6 +46,8 @@ from dataclasses import dataclass, fields
 
 import cv2
 import numpy as np
+
+from batonlab.utils.files import atomic_write_text
 
 log = logging.getLogger("batonlab.learned.chat_client")
 
@@ -420,14 +421,8 @@ def _read_cache(path: str) -> str | None:
 
 
 def _write_cache(path: str, content: str) -> None:
-    """Write atomically (temporary file, then os.replace) so a concurrent reader never sees half a file."""
-    tmp_path = None
+    """Write atomically so a concurrent reader never sees half a file; a failure is a warning, not an error."""
     try:
-        descriptor, tmp_path = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-", suffix=".json")
-        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
-            json.dump({"content": content}, file, ensure_ascii=False)
-        os.replace(tmp_path, path)
+        atomic_write_text(path, json.dumps({"content": content}, ensure_ascii=False))
     except OSError as error:
         log.warning("could not write the chat cache file %s: %s", path, error)
-        if tmp_path is not None and os.path.exists(tmp_path):
-            os.remove(tmp_path)

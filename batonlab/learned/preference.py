@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
+import io
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from batonlab.learned.features import field_specs, read_features
+from batonlab.utils.files import atomic_write_bytes
 
 POTENTIAL_FORMAT = "batonlab.potential"
 POTENTIAL_VERSION = 1
@@ -242,10 +243,9 @@ def save_potential(path: str | Path, model: PotentialModel, env, group: str, inf
         "fields": [(s.name, s.size) for s in field_specs(env, group, fields)], "hidden": list(model.hidden),
         "dim": int(model.mean.numel()), "state_dict": model.state_dict(), "info": info,
     }
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(payload, tmp)
-    os.replace(tmp, path)
-    return path
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    return atomic_write_bytes(path, buffer.getbuffer())
 
 
 def load_potential(path: str | Path) -> tuple[PotentialModel, dict]:

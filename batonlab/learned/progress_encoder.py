@@ -12,7 +12,7 @@ would teach the encoder which episode a frame is from instead of how far the epi
 
 from __future__ import annotations
 
-import os
+import io
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -22,6 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
+
+from batonlab.utils.files import atomic_write_bytes
 
 FORMAT = "batonlab.progress_encoder"
 """The `format` field of an encoder file."""
@@ -227,9 +229,7 @@ def train_encoder(episodes: Sequence[np.ndarray], encoder_cfg: EncoderCfg | None
 
 def save_encoder(path: str | Path, encoder: ProgressEncoder, tasks: Sequence[str], num_frames: int,
                  train_cfg: TrainCfg | None = None) -> Path:
-    """Write the encoder file atomically (temporary file, fsync, rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write the encoder file atomically (`files.atomic_write_bytes`)."""
     payload = {
         "format": FORMAT,
         "version": VERSION,
@@ -241,13 +241,9 @@ def save_encoder(path: str | Path, encoder: ProgressEncoder, tasks: Sequence[str
         "num_frames": int(num_frames),
         "train": asdict(train_cfg) if train_cfg is not None else {},
     }
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "wb") as f:
-        torch.save(payload, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    return path
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    return atomic_write_bytes(path, buffer.getbuffer())
 
 
 def load_encoder(path: str | Path, device: str | torch.device = "cpu") -> ProgressEncoder:

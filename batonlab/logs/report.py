@@ -29,6 +29,7 @@ import numpy as np
 from batonlab.logs.bag_reader import BagError, BagLog
 from batonlab.logs.open_loop_result import OpenLoopResult
 from batonlab.logs.reevaluate import PolicyEvalResult
+from batonlab.utils.files import atomic_write_text
 
 
 def velocity_joints(log: BagLog, open_loop: OpenLoopResult | None = None) -> list[str]:
@@ -324,10 +325,8 @@ def write_report(out_dir: str | Path, log: BagLog, open_loop: OpenLoopResult | N
     summary["plots"] = sorted(name for name, p in plots.items() if p is not None)
     summary["videos"] = [v.name for v in videos or []]
     summary["skipped"] = skipped
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=float))
-    page = out / "index.html"
-    page.write_text(_html(summary, plots, list(videos or [])))
-    return page
+    atomic_write_text(out / "summary.json", json.dumps(summary, indent=2, default=float))
+    return atomic_write_text(out / "index.html", _html(summary, plots, list(videos or [])))
 
 
 def _table(rows, header=None) -> str:
