@@ -244,3 +244,15 @@ def test_read_only_folders_and_files_in_the_way_are_one_line_naming_the_path(tra
                         str(read_only / "bags"), "Read-only file system")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file", "bags", "ro"], "a failed command left files"
     assert in_the_way.read_text() == "not a folder"
+
+
+@pytest.mark.parametrize("command", ["export", "train", "play"])
+def test_sigint_while_the_command_starts_is_one_line(trained, command):
+    # 0.3 s in, the command is still importing its stack (torch, mujoco, hydra).
+    process = _start(command, f"run_dir={trained}", *(["resume=true", *TINY] if command == "train" else []),
+                     cwd=trained)
+    time.sleep(0.3)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 130 and "Traceback" not in err, err
+    assert err.strip() == f"batonlab {command}: interrupted", err
