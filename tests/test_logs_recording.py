@@ -188,6 +188,28 @@ def test_a_stopped_writer_process_never_blocks_the_caller(tmp_path):
     assert not log.truncated and log.joint_states.t.size + log.policy_steps.t.size == 40000 - rec.dropped
 
 
+
+def test_close_ends_within_its_timeout_when_the_writer_hangs(tmp_path):
+    """`close(timeout_s)` bounds all of it (forwarding the queue, the writer's summary and exit), so a process that
+    stops a recording one and waits longer than `CLOSE_TIMEOUT_S` (`batonlab deploy --sim`) never cuts a bag off."""
+    import os
+    import signal
+
+    from batonlab.cli.deploy import NODE_STOP_TIMEOUT_S
+    from batonlab.deploy.recording import CLOSE_TIMEOUT_S
+
+    assert NODE_STOP_TIMEOUT_S > CLOSE_TIMEOUT_S
+    rec = BagRecorder(tmp_path / "bag", META, JOINTS, forward_interval_s=0.01)
+    os.kill(rec._process.pid, signal.SIGSTOP)  # a hung disk: the forwarding thread blocks on the full pipe
+    for k in range(5000):
+        rec.joint_state(k * 5_000_000, np.full(20, float(k)), np.zeros(20), np.zeros(20))
+    time.sleep(0.5)
+    start = time.monotonic()
+    status = rec.close(timeout_s=2.0)
+    elapsed = time.monotonic() - start
+    assert 2.0 <= elapsed < 3.5, f"close took {elapsed:.1f} s"
+    assert not status["recording_ok"] and "did not finish within 2 s" in status["recording_error"]
+
 def test_the_bag_is_closed_when_the_recording_process_dies(tmp_path):
     script = textwrap.dedent(f"""
         import os, signal, time, numpy as np

@@ -11,7 +11,9 @@ export is dry-run before it is called deployable: the robot-side runtime loads t
 runs a few control steps at the default pose (`batonlab.deploy.dry_run`). The two nodes run as
 child processes, like `ros2 launch deploy_ros sim_to_sim.launch.py` would start them, their output
 in log files of the export's `sim_to_sim/` folder; a node that exits early stops the run with its
-reason. This needs rclpy (`pip install batonlab[ros]` or a sourced ROS 2) but not the launch tools.
+reason. They end with this command, even when it is killed; Ctrl-C or SIGTERM stops them, prints the
+summary of the episodes done (the results file keeps it) and exits 130. This needs rclpy
+(`pip install batonlab[ros]` or a sourced ROS 2) but not the launch tools.
 """
 
 from __future__ import annotations
@@ -19,19 +21,23 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from batonlab.cli.common import CliError
+from batonlab.cli import children
+from batonlab.cli.common import CliError, StopRequest, stop_on_signals
+from batonlab.cli.exit_codes import INTERRUPTED
+from batonlab.deploy.recording import CLOSE_TIMEOUT_S
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEPLOY_ROS_DIR = REPO_ROOT / "deploy_ros"
 """The ament package in this checkout (its python module is run in place when it is not installed)."""
 LOOPBACK_PROFILE = DEPLOY_ROS_DIR / "config" / "fastdds_loopback.xml"
 SIM_CONFIG = DEPLOY_ROS_DIR / "config" / "sim_to_sim.yaml"
+NODE_STOP_TIMEOUT_S = CLOSE_TIMEOUT_S + 10.0
+"""How long a node gets after SIGINT before SIGTERM [s]: policy_node's bag close bound, and rclpy's shutdown."""
 
 
 def ros_environment(domain_id: int, loopback: bool = True, base: dict | None = None) -> dict[str, str]:
@@ -59,16 +65,9 @@ def node_command(node: str, params_files=(), params: dict | None = None) -> list
     return cmd
 
 
-def stop(process: subprocess.Popen, timeout: float = 10.0) -> int:
-    """SIGINT (a clean ROS shutdown), then SIGKILL if it hangs; returns the exit code."""
-    if process.poll() is None:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-    return process.returncode
+def stop(process: subprocess.Popen, timeout: float = NODE_STOP_TIMEOUT_S) -> int:
+    """SIGINT (a clean ROS shutdown), then SIGTERM and SIGKILL if it hangs (`children.stop`); returns the exit code."""
+    return children.stop(process, timeout)
 
 
 def resolve_export(target: Path, task: str | None) -> Path:
@@ -80,6 +79,10 @@ def resolve_export(target: Path, task: str | None) -> Path:
     if target.is_file() and target.suffix == ".pt":
         run_dir, ckpt = target.parent, target
     elif target.is_dir():
+        from batonlab.rl.checkpoint import checkpoints
+
+        if not (target / "config.yaml").is_file() and not checkpoints(target):
+            raise CliError(f"no manifest.json in {target}: not an export folder, nor a run folder to export")
         run_dir, ckpt = target, None
     else:
         raise CliError(f"{target} is neither an export folder, a checkpoint nor a run folder")
@@ -102,8 +105,8 @@ def resolve_export(target: Path, task: str | None) -> Path:
 def run_sim_to_sim(export_dir: Path, task: str, seed: int = 0, num_episodes: int = 0, domain_id: int = 42,
                    results_file: Path | None = None, policy_params: dict | None = None, loopback: bool = True,
                    timeout_s: float | None = None, log_dir: Path | None = None, robot: str | None = None,
-                   lockstep: bool = True) -> dict | None:
-    """Start sim_robot_node and policy_node; wait for `num_episodes` (or Ctrl-C); return the summary.
+                   lockstep: bool = True, stop_request: StopRequest | None = None) -> dict | None:
+    """Start sim_robot_node and policy_node; wait for `num_episodes` (or a stop); return the summary.
 
     `lockstep` (config/sim_to_sim.yaml's default): every control period waits for the policy's commands
     to its state, so the result is `play`'s whatever the load; False runs the sim robot on the wall clock
@@ -112,7 +115,10 @@ def run_sim_to_sim(export_dir: Path, task: str, seed: int = 0, num_episodes: int
     `robot` is the robot description of a task over any robot (`export_robot` reads it from an export).
 
     The nodes write their output to `<node>.log` in `log_dir` (default: the export's `sim_to_sim/`
-    folder, next to the results). Returns None when stopped with Ctrl-C before a summary was written.
+    folder, next to the results). They run in process groups of their own and end with this process
+    (`children.start_child`). Ctrl-C, or `stop_request` turning true (`stop_on_signals`), stops them in
+    order (policy, then sim robot); the summary returned is then that of the episodes done so far
+    (sim_robot_node rewrites the results file after each), None before the first ended.
 
     Raises:
         CliError: a node exited before the episodes were done (with its reason and log file), or
@@ -125,29 +131,36 @@ def run_sim_to_sim(export_dir: Path, task: str, seed: int = 0, num_episodes: int
     results_file = results_file or (out_dir / f"results_seed{seed}.json")
     results_file.unlink(missing_ok=True)
     robot_params, wiring = _robot_wiring(export_dir)
-    # `-p robot:=` with an empty value does not parse: the node's default ("": the task's own robot) stands.
-    sim, sim_log = _start_node("sim_robot_node", {"task": task, **({"robot": robot} if robot else {}), "seed": seed,
-                                                  "num_episodes": num_episodes, "results_file": str(results_file),
-                                                  "lockstep": lockstep, **robot_params}, env, log_dir)
-    policy, policy_log = _start_node("policy_node", {"manifest": str(export_dir), **wiring, **(policy_params or {})},
-                                     env, log_dir)
-    print(f"[batonlab] sim-to-sim on ROS_DOMAIN_ID {domain_id}; node output in {log_dir}", flush=True)
-    start = time.monotonic()
+    stop_request = stop_request or StopRequest()
+    started = []
     try:
-        while sim.poll() is None:
+        # `-p robot:=` with an empty value does not parse: the node's default ("": the task's own robot) stands.
+        sim, sim_log = _start_node("sim_robot_node", {"task": task, **({"robot": robot} if robot else {}), "seed": seed,
+                                                      "num_episodes": num_episodes, "results_file": str(results_file),
+                                                      "lockstep": lockstep, **robot_params}, env, log_dir)
+        started.append(sim)
+        policy, policy_log = _start_node("policy_node", {"manifest": str(export_dir), **wiring, **(policy_params or {})},
+                                         env, log_dir)
+        started.append(policy)
+        print(f"[batonlab] sim-to-sim on ROS_DOMAIN_ID {domain_id}; node output in {log_dir}", flush=True)
+        start = time.monotonic()
+        while sim.poll() is None and not stop_request.requested:
             if policy.poll() is not None:
                 raise CliError(_early_exit("policy_node", policy, policy_log))
             if timeout_s is not None and time.monotonic() - start > timeout_s:
                 raise CliError(f"sim-to-sim did not finish {num_episodes} episodes in {timeout_s:.0f} s "
                                f"(logs in {log_dir})")
             time.sleep(0.2)
+        interrupted = stop_request.requested
     except KeyboardInterrupt:
-        return _read_results(results_file)
+        interrupted = True
     finally:
-        stop(policy)
-        stop(sim)
+        for node in reversed(started):
+            stop(node)
     summary = _read_results(results_file)
-    if summary is None:
+    if interrupted:
+        return summary
+    if summary is None or not num_episodes or summary["num_episodes"] < num_episodes:
         raise CliError(_early_exit("sim_robot_node", sim, sim_log))
     return summary
 
@@ -186,7 +199,7 @@ def run(args: list[str]) -> int:
     parser.add_argument("--robot", default=None, help="robot description YAML of a task over any robot "
                         "(default: the robot the export was trained on)")
     parser.add_argument("--seed", type=int, default=0, help="episode i starts from seed + i")
-    parser.add_argument("--episodes", type=int, default=0, help="stop after this many episodes (0: run until Ctrl-C)")
+    parser.add_argument("--episodes", type=int, default=0, help="stop after this many episodes (0: run until stopped)")
     parser.add_argument("--domain-id", type=int, default=int(os.environ.get("ROS_DOMAIN_ID", 42)))
     parser.add_argument("--results", type=Path, default=None, help="JSON summary of the episodes")
     parser.add_argument("--no-loopback", action="store_true", help="use the default DDS transports instead of 127.0.0.1")
@@ -194,6 +207,8 @@ def run(args: list[str]) -> int:
     parser.add_argument("--real-time", action="store_true", help="--sim: the sim robot runs on the wall clock and does not "
                         "wait for the policy's commands (its latency counts, as on a robot)")
     ns = parser.parse_args(args)
+    if ns.episodes < 0:
+        raise CliError(f"--episodes {ns.episodes}: must be >= 0 (0: run until stopped)")
 
     export_dir = resolve_export(ns.target.resolve(), ns.task)
     from batonlab.deploy import ManifestError, load_manifest
@@ -212,23 +227,17 @@ def run(args: list[str]) -> int:
         return 0
     record = {"record": True, "record_dir": str(ns.record.resolve()), "record_seed": ns.seed} if ns.record else None
     robot = str(Path(ns.robot).resolve()) if ns.robot else export_robot(manifest)
-    summary = run_sim_to_sim(export_dir, ns.task or manifest.task, ns.seed, ns.episodes, ns.domain_id, ns.results,
-                             policy_params=record, loopback=not ns.no_loopback, robot=robot, lockstep=not ns.real_time)
+    stop_request = StopRequest()
+    with stop_on_signals(stop_request):  # SIGTERM, like Ctrl-C, stops the nodes and keeps the episodes done
+        summary = run_sim_to_sim(export_dir, ns.task or manifest.task, ns.seed, ns.episodes, ns.domain_id, ns.results,
+                                 policy_params=record, loopback=not ns.no_loopback, robot=robot,
+                                 lockstep=not ns.real_time, stop_request=stop_request)
     if summary:
-        episodes = summary.get("episodes", [])
-        survival = sum(not e["terminated"] for e in episodes) / max(len(episodes), 1)
-        speed = summary.get("mean_speed_error")
-        print(f"[batonlab] sim-to-sim over ROS 2: success rate {summary['success_rate']:.3f}, survival {survival:.3f}"
-              + (f", mean |v - v_cmd| {speed:.3f} m/s" if speed is not None else "")
-              + f" over {summary['num_episodes']} episodes (seeds {ns.seed}..{ns.seed + summary['num_episodes'] - 1})")
-        stops = [(e["episode"], e["policy_stop"]) for e in episodes if e.get("policy_stop")]
-        if stops:
-            print(f"[batonlab] the policy stopped (and was reset) in {len(stops)} episodes: "
-                  + "; ".join(f"episode {i}: {reason}" for i, reason in stops))
-        print(f"[batonlab] {'lockstep' if summary['lockstep'] else 'real time'}: {describe_command_delays(summary)}")
-        errors = summary.get("mean_errors") or {}
-        if errors:
-            print("[batonlab] mean tracking errors: " + ", ".join(f"{key} {value:.3f}" for key, value in errors.items()))
+        _print_summary(summary, ns.seed)
+    if stop_request.requested:
+        print("[batonlab] stopped: " + (f"{summary['num_episodes']} episodes done" if summary else
+                                         "no episode had ended") + ", the nodes are shut down")
+        return INTERRUPTED
     return 0
 
 
@@ -255,11 +264,11 @@ def _robot_wiring(export_dir: Path) -> tuple[dict, dict]:
 
 
 def _start_node(node: str, params: dict, env: dict[str, str], log_dir: Path) -> tuple[subprocess.Popen, Path]:
-    """A node in a child process with the sim-to-sim parameters; its stdout and stderr go to `<node>.log`."""
+    """A node in a child process bound to this one, with the sim-to-sim parameters; its output goes to `<node>.log`."""
     log_path = log_dir / f"{node}.log"
     with open(log_path, "w") as log:
-        process = subprocess.Popen(node_command(node, [SIM_CONFIG], params), env=env, stdout=log,
-                                   stderr=subprocess.STDOUT)
+        process = children.start_child(node_command(node, [SIM_CONFIG], params), env=env, stdout=log,
+                                       stderr=subprocess.STDOUT)
     return process, log_path
 
 
@@ -272,6 +281,24 @@ def _early_exit(node: str, process: subprocess.Popen, log: Path) -> str:
     else:
         reason = lines[-1] if lines else "no output"
     return f"{node} exited with code {process.returncode} before the episodes were done: {reason} (log: {log})"
+
+
+def _print_summary(summary: dict, seed: int) -> None:
+    """What sim_robot_node's summary says: success, survival, speed error, the policy's stops, command delays."""
+    episodes = summary.get("episodes", [])
+    survival = sum(not e["terminated"] for e in episodes) / max(len(episodes), 1)
+    speed = summary.get("mean_speed_error")
+    print(f"[batonlab] sim-to-sim over ROS 2: success rate {summary['success_rate']:.3f}, survival {survival:.3f}"
+          + (f", mean |v - v_cmd| {speed:.3f} m/s" if speed is not None else "")
+          + f" over {summary['num_episodes']} episodes (seeds {seed}..{seed + summary['num_episodes'] - 1})")
+    stops = [(e["episode"], e["policy_stop"]) for e in episodes if e.get("policy_stop")]
+    if stops:
+        print(f"[batonlab] the policy stopped (and was reset) in {len(stops)} episodes: "
+              + "; ".join(f"episode {i}: {reason}" for i, reason in stops))
+    print(f"[batonlab] {'lockstep' if summary['lockstep'] else 'real time'}: {describe_command_delays(summary)}")
+    errors = summary.get("mean_errors") or {}
+    if errors:
+        print("[batonlab] mean tracking errors: " + ", ".join(f"{key} {value:.3f}" for key, value in errors.items()))
 
 
 def _read_results(results_file: Path) -> dict | None:

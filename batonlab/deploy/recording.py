@@ -39,12 +39,16 @@ from batonlab.deploy.bag_records import (
 )
 from batonlab.deploy.bag_writer import BagWriter, RecorderError
 
-__all__ = ["BagRecorder", "RecorderError"]
+__all__ = ["CLOSE_TIMEOUT_S", "BagRecorder", "RecorderError"]
 
 log = logging.getLogger("batonlab.deploy.recording")
 
 
 _STOP = object()
+
+CLOSE_TIMEOUT_S = 20.0
+"""The longest `BagRecorder.close` takes by default [s]: a process that stops a recording one (`batonlab deploy
+--sim` stopping policy_node) waits longer than this before it kills it, so the bag is never cut off."""
 
 
 class BagRecorder:
@@ -196,20 +200,22 @@ class BagRecorder:
         self._put(policy_step_record(stamp_ns, step, episode, observation, action_raw, action_filtered, safety_state,
                                      safety_reason, input_ns, compute_time_s))
 
-    def close(self, timeout_s: float = 30.0) -> dict[str, Any]:
-        """Write what is queued, the bag's summary and metadata.yaml; returns `status()`.
+    def close(self, timeout_s: float = CLOSE_TIMEOUT_S) -> dict[str, Any]:
+        """Write what is queued, the bag's summary and metadata.yaml, within `timeout_s` in all; returns `status()`.
 
-        Never raises on write errors: they end up in `error`.
+        Never raises on write errors: they end up in `error`. A writer not done by then is stopped and
+        the bag ends at its last flushed chunk (`batonlab.logs.bag_reader` recovers it).
         """
         if not self._closed:
             self._closed = True
+            deadline = time.monotonic() + timeout_s
             self._queue.put(_STOP)
             self._closing.set()
             self._thread.join(timeout_s)
             if self._thread.is_alive():
                 self._fail(f"the writer did not finish within {timeout_s:.0f} s")
             if self.isolate:
-                self._stop_process(timeout_s)
+                self._stop_process(deadline, timeout_s)
         return self.status()
 
     def __enter__(self) -> BagRecorder:
@@ -381,17 +387,18 @@ class BagRecorder:
                 return None
         return None
 
-    def _stop_process(self, timeout_s: float) -> None:
+    def _stop_process(self, deadline: float, timeout_s: float) -> None:
         self._close_data()
-        if self._wait_status(("closed",), timeout_s) is None:
+        if self._wait_status(("closed",), deadline - time.monotonic()) is None:
             if self._process.poll() is None:
                 self._process.kill()
                 self._fail(f"the bag writer process did not finish within {timeout_s:.0f} s")
             else:
                 self._fail(f"the bag writer process exited with code {self._process.returncode} before closing the bag")
-        try:
-            self._process.wait(timeout_s)
+        try:  # after "closed" the bag is complete and the process only has to return
+            self._process.wait(max(deadline - time.monotonic(), 0.0))
         except subprocess.TimeoutExpired:
             self._process.kill()
             self._process.wait()
+        self._thread.join(1.0)  # one blocked on a killed writer's pipe ends now; it reads the status pipe until then
         os.close(self._status_fd)

@@ -62,7 +62,8 @@ runs `num_episodes` episodes; episode i starts from the initial state of seed `s
 (`sim_robot.seed_episode`), ends on the task's time limit or on one of its failure terms, and is
 judged by the task's success term. Results go to ~/episode (JSON: success, length, terminated,
 final_distance [m], mean_speed_error [m/s] or null, commands_received, policy_stop, command_delay_steps,
-late_commands, lockstep_timeouts) and, at the end, to `results_file`.
+late_commands, lockstep_timeouts) and, as the summary of the episodes so far, to `results_file` (replaced
+after every episode: a stopped or killed run keeps those it finished).
 
 The policy's stops: with `policy_node:=NAME` (config/sim_to_sim.yaml sets it) the node follows that policy
 node's `NAME/state` (its safety state machine). Each episode reports `policy_stop`: why the policy
@@ -109,6 +110,7 @@ from trajectory_msgs.msg import JointTrajectory
 
 from batonlab.deploy.timing import freeze_startup_objects
 from deploy_ros.messages import TWIST_FIELDS, command_to_twist, pose_to_msg, vector_to_msg
+from deploy_ros.sim_results import summarize, write_results
 from deploy_ros.sim_robot import ConfigError, SimRobot
 from deploy_ros.stop_signal import spin_until_stopped, stop_through_rclpy
 
@@ -118,7 +120,7 @@ PARAMETERS = {
     "seed": 0,  # episode i starts from the initial state of seed + i; also seeds the IMU noise
     "num_episodes": 0,  # 0: run forever
     "warmup_s": 3.0,  # commands must flow this long before the first episode (the policy's soft start)
-    "results_file": "",  # JSON summary written when num_episodes are done
+    "results_file": "",  # JSON summary of the episodes done so far, rewritten after each
     "exit_when_done": True,
     "command_topic": "joint_commands",  # one interface: its topic; several: the prefix of command_topics.<I>
     "trajectory_topic": "joint_trajectory",
@@ -444,6 +446,9 @@ class SimRobotNode(Node):
             self.get_logger().info(f"resetting the stopped policy ({self.policy_stopped}) for the next episode")
             self._reset_policy.call_async(Trigger.Request()).add_done_callback(self._on_policy_reset)
         self.results.append(entry)
+        summary = summarize(self.params["task"], self.params["seed"], self.lockstep, self.results)
+        if self.params["results_file"]:  # before the episode is announced: whoever hears of it finds it in the file
+            write_results(Path(self.params["results_file"]), summary)
         self.pub_episode.publish(String(data=json.dumps(entry)))
         ending = "failed" if result.terminated else "timed out"
         speed = "" if result.mean_speed_error is None else f", mean speed error {result.mean_speed_error:.3f} m/s"
@@ -451,24 +456,6 @@ class SimRobotNode(Node):
                                f"{result.length} control steps, distance={result.final_distance}{speed}")
         n = self.params["num_episodes"]
         if n and len(self.results) >= n:
-            errors = [r["mean_speed_error"] for r in self.results if r["mean_speed_error"] is not None]
-            delays = [r["command_delay_steps"] for r in self.results if r["command_delay_steps"] is not None]
-            summary = {"task": self.params["task"], "seed": self.params["seed"], "num_episodes": n,
-                       "success_rate": float(np.mean([r["success"] for r in self.results])),
-                       "survival_rate": float(np.mean([not r["terminated"] for r in self.results])),
-                       "policy_stops": sum(r["policy_stop"] is not None for r in self.results),
-                       "lockstep": self.lockstep,
-                       "command_delay_steps": float(np.mean(delays)) if delays else None,
-                       "late_commands": sum(r["late_commands"] for r in self.results),
-                       "lockstep_timeouts": sum(r["lockstep_timeouts"] for r in self.results),
-                       "mean_speed_error": float(np.mean(errors)) if errors else None,
-                       "mean_errors": {key: float(np.mean([r["mean_errors"][key] for r in self.results]))
-                                       for key in self.results[0]["mean_errors"]},
-                       "episodes": self.results}
-            if self.params["results_file"]:
-                path = Path(self.params["results_file"])
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(json.dumps(summary, indent=2))
             self.get_logger().info(f"{n} episodes: success rate {summary['success_rate']:.3f}")
             if self.params["exit_when_done"] and not self.done.done():
                 self.done.set_result(summary)

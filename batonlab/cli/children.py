@@ -1,0 +1,66 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Child processes that end with their parent: a process group of their own, a parent-death signal, a stop in steps.
+
+A child of `start_child` is out of its parent's process group, so a terminal's Ctrl-C (sent to the
+foreground group) reaches the parent alone, which stops its children in the order it chooses
+(`stop`). On Linux the kernel sends the child `PARENT_DEATH_SIGNAL` when the parent dies, SIGKILL
+included (prctl PR_SET_PDEATHSIG); strictly, when the thread that started it ends, so a caller starts
+children from a thread that outlives them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import os
+import signal
+import subprocess
+import sys
+
+PARENT_DEATH_SIGNAL = signal.SIGTERM
+"""What a child gets when its parent dies: an rclpy node shuts down on it as on SIGINT (its bag closed)."""
+
+STOP_TERM_TIMEOUT_S = 5.0
+"""How long `stop` waits after SIGTERM before SIGKILL [s]."""
+
+_PR_SET_PDEATHSIG = 1
+
+
+def start_child(cmd: list[str], **popen_kwargs) -> subprocess.Popen:
+    """`subprocess.Popen(cmd, **popen_kwargs)`, the child in its own process group and bound to this process."""
+    return subprocess.Popen(cmd, preexec_fn=_bind_to_parent(os.getpid(), _prctl()), **popen_kwargs)
+
+
+def stop(process: subprocess.Popen, timeout: float, term_timeout: float = STOP_TERM_TIMEOUT_S) -> int:
+    """SIGINT (a clean ROS shutdown), SIGTERM after `timeout` s, SIGKILL after `term_timeout` s more; the exit code."""
+    for sig, wait_s in ((signal.SIGINT, timeout), (signal.SIGTERM, term_timeout)):
+        if process.poll() is None:
+            process.send_signal(sig)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(wait_s)
+    if process.poll() is None:
+        process.kill()
+    return process.wait()
+
+
+# Private functions.
+
+
+@functools.lru_cache(maxsize=1)
+def _prctl():
+    """libc's prctl, loaded in the parent (the child between fork and exec only calls it); None off Linux."""
+    if not sys.platform.startswith("linux"):
+        return None
+    return ctypes.CDLL(None, use_errno=True).prctl
+
+
+def _bind_to_parent(parent: int, prctl):
+    def bind() -> None:
+        os.setpgid(0, 0)
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, int(PARENT_DEATH_SIGNAL), 0, 0, 0)
+            if os.getppid() != parent:  # the parent died before the prctl: no signal would come
+                os._exit(1)
+
+    return bind
