@@ -129,14 +129,15 @@ def _train(inv: Invocation, device: str, ctx, on_iteration) -> TrainResult:
     elif distilling:
         resolve_teacher(inv)
     env = RslRlVecEnv(BatonEnv(inv.task))
-    if run_dir is None:  # created once the env is built, so a run that cannot start leaves no folder
-        run_dir = new_run_dir(top, inv.agent.experiment_name, create=is_main)
     runner = BatonRunner(env, inv.agent, log_dir=run_dir, device=device, distributed=ctx, verbose=top.verbose)
     if distilling and ckpt is None:
         runner.load_teacher(inv.agent.teacher.checkpoint)
-    if is_main:
+    if is_main and run_dir is not None:
         for stale in checkpoint.remove_stale_temporaries(run_dir):
             print(f"[batonlab] removed {stale.name}, left by a save that never finished")
+    if run_dir is None:  # a new run's folder, made once nothing can refuse it: a run that cannot start leaves none
+        run_dir = new_run_dir(top, inv.agent.experiment_name, create=is_main)
+        runner.log_dir = run_dir if is_main else None
     if ckpt is not None:
         runner.load(ckpt)
         if runner.iteration >= total:
