@@ -277,7 +277,7 @@ SEEDS = range(1000, 1016)
 @pytest.mark.slow
 def test_urdf_arm_reach_trains_exports_and_runs_sim_to_sim(urdf_arm, tmp_path):
     """`batonlab train task=reach robot=test_arm_reach.yaml` from scratch (256 envs × 24 steps × 40
-    iterations = 0.25M env steps, as the arm_reach fixture) reaches ≥ 80 % of play's targets;
+    iterations = 0.25M env steps) reaches ≥ 80 % of play's targets;
     `batonlab export run_dir=…` rebuilds the robot from the run folder; over ROS 2 (sim_robot_node over the same robot ↔ policy_node) the export
     succeeds about as often as play on the same seeds."""
     from batonlab.cli import export
