@@ -82,7 +82,8 @@ def _tmpfs(path: Path, size: str = "4m", read_only: bool = False):
     mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True,
                              text=True)
     if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {mounted.stderr.strip()}")
+        pytest.skip("a full or read-only disk is a tmpfs mounted by the test, which needs root (as in CI); "
+                    f"mount said: {mounted.stderr.strip()}")
     try:
         yield path
     finally:

@@ -4,6 +4,7 @@ file, bag) and exits 130; SIGKILL of it ends the nodes too (their parent-death s
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -46,6 +47,22 @@ def wait_for_episodes(export_dir: Path, count: int, process: subprocess.Popen, t
         assert process.poll() is None, process.communicate()
         assert time.monotonic() < deadline, f"sim_robot_node did not end {count} episodes in {timeout_s:.0f} s"
         time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def deploy_with_nodes(export_dir: Path, episodes: int, *args):
+    """`batonlab deploy --sim` once `episodes` have ended: yields it and its descendants; kills what is left after."""
+    process = start_deploy(export_dir, *args)
+    started = {}
+    try:
+        wait_for_episodes(export_dir, episodes, process)
+        started.update(descendants(process.pid))
+        yield process, started
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+        kill_left(started)
 
 
 def processes() -> dict[int, tuple[int, int, str, int]]:
@@ -103,19 +120,10 @@ def test_a_stop_signal_ends_the_nodes_keeps_what_they_wrote_and_exits_130(tmp_pa
     episode sim_robot_node ended and the summary says so; policy_node's bag is closed (MCAP footer)."""
     pytest.importorskip("rclpy", reason="needs rclpy: pip install batonlab[ros]")
     export_dir, results, bags = make_export(tmp_path / "export"), tmp_path / "results.json", tmp_path / "bags"
-    process = start_deploy(export_dir, "--results", results, "--record", bags)
-    started = {}
-    try:
-        wait_for_episodes(export_dir, 2, process)
-        started = descendants(process.pid)
+    with deploy_with_nodes(export_dir, 2, "--results", results, "--record", bags) as (process, started):
         process.send_signal(sig)
         out, err = process.communicate(timeout=120)
         left = left_running(started, {process.pid} | {group for _, group in started.values()})
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
-        kill_left(started)
     assert len(started) >= 3, f"expected sim_robot_node, policy_node and its bag writer, found {started}"
     assert process.returncode == 130, out + err
     assert "Traceback" not in out + err
@@ -137,21 +145,12 @@ def test_the_nodes_end_when_deploy_is_killed(tmp_path):
     seconds."""
     pytest.importorskip("rclpy", reason="needs rclpy: pip install batonlab[ros]")
     export_dir = make_export(tmp_path / "export")
-    process = start_deploy(export_dir)
-    started = {}
-    try:
-        wait_for_episodes(export_dir, 1, process)
-        started = descendants(process.pid)
+    with deploy_with_nodes(export_dir, 1) as (process, started):
         process.kill()
         process.communicate()
         deadline = time.monotonic() + 10.0
         while (left := left_running(started, set())) and time.monotonic() < deadline:
             time.sleep(0.1)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
-        kill_left(started)
     assert len(started) >= 2, f"expected sim_robot_node and policy_node, found {started}"
     assert not left, f"running 10 s after batonlab deploy was killed: {left}"
 
