@@ -10,9 +10,9 @@ import torch
 from batonlab.env.cfg import SceneCfg, SimCfg
 from batonlab.env.servo_stability import check_servo_stability
 from batonlab.robots.assets import compile_spec
+from batonlab.sim.joints import is_one_dof
 from batonlab.terrain import Terrain, build_terrain
 
-_HINGE_OR_SLIDE = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
 
 
 class Scene:
@@ -50,7 +50,7 @@ class Scene:
     def scalar_joint_ids(self, names) -> list[int]:
         """Like `joint_ids` but only for 1-DoF (hinge or slide) joints."""
         ids = self.joint_ids(names)
-        bad = [n for n, j in zip(names, ids) if int(self.model.jnt_type[j]) not in _HINGE_OR_SLIDE]
+        bad = [n for n, j in zip(names, ids) if not is_one_dof(self.model, j)]
         if bad:
             raise ValueError(f"joints {bad} are not hinge or slide joints")
         return ids

@@ -30,8 +30,8 @@ from batonlab.deploy.pose import POSE_DIM
 from batonlab.env import mdp
 from batonlab.env.env import BatonEnv
 from batonlab.env.terms import qualified_name
+from batonlab.sim.joints import one_dof_joint_ids
 
-_SCALAR_JOINTS = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
 
 
 def manifest_from_env(env: BatonEnv, task: str, obs_group: str = "policy", training_config: dict | None = None) -> Manifest:
@@ -56,7 +56,7 @@ def manifest_from_env(env: BatonEnv, task: str, obs_group: str = "policy", train
     ctrl_range = np.stack([np.concatenate([t.ctrl_low.cpu().numpy() for _, t in terms]),
                            np.concatenate([t.ctrl_high.cpu().numpy() for _, t in terms])], axis=1)
     # Default pose of every 1-DoF joint, for observation terms that read joints the policy does not command.
-    scalar = [j for j in range(model.njnt) if int(model.jnt_type[j]) in _SCALAR_JOINTS]
+    scalar = one_dof_joint_ids(model)
     default_qpos = env.default_qpos.cpu().double().numpy()
     default_joint_pos = {model.joint(j).name: float(default_qpos[int(model.jnt_qposadr[j])]) for j in scalar}
     return Manifest(

@@ -18,6 +18,7 @@ import torch
 from batonlab.env.env import BatonEnv
 from batonlab.logs.bag_reader import BagError, BagLog
 from batonlab.logs.sim_recorder import PARAM_FIELDS
+from batonlab.sim.joints import is_one_dof
 
 PHYSICS_MODES = ("logged", "nominal", "randomized")
 """Model parameters of the replay: those stored in the bag, the task's nominal model, or a fresh
@@ -103,7 +104,7 @@ def logged_qpos(env: BatonEnv, names, positions: np.ndarray, base_quat: np.ndarr
     for name, value in zip(names, positions):
         if name in env.scene.joint_names and np.isfinite(value):
             j = env.scene.joint_ids([name])[0]
-            if int(model.jnt_type[j]) in (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE)):
+            if is_one_dof(model, j):
                 qpos[int(model.jnt_qposadr[j])] = float(value)
     if base_quat is not None and model.njnt and int(model.jnt_type[0]) == int(mujoco.mjtJoint.mjJNT_FREE):
         adr = int(model.jnt_qposadr[0])
@@ -118,7 +119,7 @@ def logged_qvel(env: BatonEnv, names, velocities: np.ndarray) -> torch.Tensor:
     for name, value in zip(names, velocities):
         if name in env.scene.joint_names and np.isfinite(value):
             j = env.scene.joint_ids([name])[0]
-            if int(model.jnt_type[j]) in (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE)):
+            if is_one_dof(model, j):
                 qvel[int(model.jnt_dofadr[j])] = float(value)
     return qvel
 

@@ -23,10 +23,11 @@ from pathlib import Path
 
 import mujoco
 
+from batonlab.sim.joints import ONE_DOF_JOINT_KINDS
+
 URDF_SUFFIXES = (".urdf",)
 MJCF_SUFFIXES = (".xml", ".mjcf")
 
-_SCALAR_JOINTS = {int(mujoco.mjtJoint.mjJNT_HINGE): "hinge", int(mujoco.mjtJoint.mjJNT_SLIDE): "slide"}
 _URDF_COMPILER = {"discardvisual": "false", "fusestatic": "false", "strippath": "false"}
 """MuJoCo compiler options a URDF is loaded with (see the module docstring)."""
 
@@ -95,7 +96,7 @@ def read_robot_file(path: str | Path, package_roots: dict[str, Path] | None = No
     model = spec.copy().compile()
     joints = []
     for j in range(model.njnt):
-        kind = _SCALAR_JOINTS.get(int(model.jnt_type[j]))
+        kind = ONE_DOF_JOINT_KINDS.get(int(model.jnt_type[j]))
         if kind is None:
             continue
         name = model.joint(j).name

@@ -31,9 +31,9 @@ from batonlab.env import mdp_locomotion as loco
 from batonlab.env.commands import episode_mean_errors
 from batonlab.env.env import BatonEnv
 from batonlab.robots.description import RobotDescriptionError
+from batonlab.sim.joints import one_dof_joint_ids
 from batonlab.tasks import TaskRobotError, make_task_cfg
 
-_SCALAR_JOINTS = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
 
 INTERFACES = ("position", "velocity", "effort")
 """ros2_control command interfaces, in the order the robot lists them."""
@@ -152,7 +152,7 @@ class SimRobot:
         self.decimation = int(cfg.sim.decimation)
         self.control_dt = env.step_dt
         # Every 1-DoF joint of the scene is part of the robot's joint states (fingers included).
-        joints = [j for j in range(model.njnt) if int(model.jnt_type[j]) in _SCALAR_JOINTS]
+        joints = one_dof_joint_ids(model)
         self.joint_names = [model.joint(j).name for j in joints]
         self._qadr = np.array([model.jnt_qposadr[j] for j in joints])
         self._dadr = np.array([model.jnt_dofadr[j] for j in joints])

@@ -1,0 +1,19 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The 1-DoF (hinge or slide) joints of a MuJoCo model: the joints a robot's joint states name."""
+
+from __future__ import annotations
+
+import mujoco
+
+ONE_DOF_JOINT_KINDS = {int(mujoco.mjtJoint.mjJNT_HINGE): "hinge", int(mujoco.mjtJoint.mjJNT_SLIDE): "slide"}
+"""MuJoCo joint type → "hinge" (position in rad) or "slide" (position in m)."""
+
+
+def is_one_dof(model: mujoco.MjModel, joint_id: int) -> bool:
+    """Whether joint `joint_id` is a hinge or a slide joint."""
+    return int(model.jnt_type[joint_id]) in ONE_DOF_JOINT_KINDS
+
+
+def one_dof_joint_ids(model: mujoco.MjModel) -> list[int]:
+    """Ids of every 1-DoF joint, in model order."""
+    return [j for j in range(model.njnt) if is_one_dof(model, j)]
