@@ -50,16 +50,7 @@ def run(inv: Invocation) -> int:
         print(f"[batonlab] recorded {len(bags)} episodes to {Path(top.record)}: {', '.join(b.name for b in bags)}")
     out = run_dir / "play"
     out.mkdir(parents=True, exist_ok=True)
-    metrics = {
-        "task": inv.task_name,
-        "checkpoint": str(ckpt),
-        "seed": int(top.seed),
-        "num_episodes": result.num_episodes,
-        "success_rate": result.success_rate,
-        "mean_return": result.mean_return,
-        "survival_rate": float(1.0 - result.terminated.mean()),
-        "mean_errors": {key: float(values.mean()) for key, values in result.mean_errors.items()},
-    }
+    metrics = {"task": inv.task_name, "checkpoint": str(ckpt), "seed": int(top.seed), **result.summary().as_dict()}
     atomic_write_text(out / "metrics.json", json.dumps(metrics, indent=2))
     print(f"[batonlab] {inv.task_name}: success rate {result.success_rate:.3f} over {result.num_episodes} episodes "
           f"(mean return {result.mean_return:.3f}) from {ckpt}")

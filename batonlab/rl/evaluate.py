@@ -13,6 +13,7 @@ from tqdm import tqdm
 
 from batonlab.env.commands import episode_mean_errors
 from batonlab.env.env import BatonEnv
+from batonlab.env.episodes import EpisodeSummary, summarize_episodes
 from batonlab.utils.threads import torch_threads
 
 
@@ -34,6 +35,10 @@ class EvalResult:
     mean_errors: dict[str, np.ndarray] = field(default_factory=dict)
     """(num_episodes,) mean tracking error of each env's first episode, per command metric
     (`batonlab.env.commands.episode_mean_errors`: `base_velocity/lin_vel_error` [m/s], `ee_target/ee_error` [m])."""
+
+    def summary(self) -> EpisodeSummary:
+        """Rates and mean errors over the episodes (`batonlab.env.episodes`)."""
+        return summarize_episodes(self.successes, self.terminated, self.mean_errors, self.returns)
 
 
 StepCallback = Callable[[BatonEnv, object, "torch.Tensor | None", "torch.Tensor | None"], None]
