@@ -1,35 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """The batonlab bag: rosbag2 (MCAP storage), the same layout from the robot and from simulation.
 
-The robot side (`policy_node`) and simulation (`batonlab play record=DIR`) write it
-(`batonlab.deploy.recording`), and `batonlab replay` and `batonlab bag` read either
-(`batonlab.logs.bag_reader`):
-
-    /joint_states           sensor_msgs/msg/JointState         measured joint positions, velocities, efforts
-    /imu                    sensor_msgs/msg/Imu                base orientation (wxyz), angular velocity, acceleration
-    /odom                   nav_msgs/msg/Odometry              base pose and twist of a mobile robot (see below)
-    /cmd_vel                geometry_msgs/msg/Twist            velocity command, when the task has one
-    /commands/<name>        geometry_msgs/msg/PointStamped     task commands (3-vectors), else Float64MultiArray
-    /sensors/<name>         geometry_msgs/msg/PointStamped     sensors the policy reads (3-vectors), else Float64MultiArray,
-                            geometry_msgs/msg/PoseStamped      or, for pose sensors (an object estimate), PoseStamped
-    /joint_commands         std_msgs/msg/Float64MultiArray     joint targets sent to the servos (PD targets)
-    /batonlab/policy_step   batonlab_msgs/msg/PolicyStep       observation, raw and filtered action, safety state
-    /batonlab/metadata      std_msgs/msg/String                JSON metadata (first message of the bag)
-
-Odometry follows REP-105: the pose is the `child_frame_id` frame (the robot's root body) in
-`header.frame_id` ("odom"), and the twist is expressed in `child_frame_id` (linear [m/s] and angular
-[rad/s] velocity of the root body in its own frame). A recorder that only has the twist in the odom
-frame leaves `child_frame_id` empty: the twist is then read in `header.frame_id`. Replay
-(`batonlab.logs.replay`) takes the odom frame to be the simulator's world frame.
-
-The PolicyStep definition (`POLICY_STEP_MSG`) is stored in the bag like every other type, so any
-rosbag2 reader deserialises it without batonlab installed.
-
-Metadata (task, robot, seed, manifest sha256, joint order, initial state …) is written twice: in
-`metadata.yaml` under `custom_data` (`batonlab.task`, …, and the whole JSON under `batonlab`),
-which rosbag2 writes when the bag is closed, and as the JSON first message of `/batonlab/metadata`,
-which survives a crash or a truncated file. This module imports numpy and the standard library
-(rosbags only inside `make_typestore`).
+Design and contract notes: docs/modules/batonlab.deploy.bag_format.md.
 """
 
 from __future__ import annotations

@@ -1,50 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Isaac Lab's IO-descriptor files, read into typed, checked records (`IoDescriptors`).
 
-Isaac Lab describes what a manager-based policy reads and writes in a YAML file, its "IO
-descriptors" (`ManagerBasedEnv.export_IO_descriptors`, `scripts/environments/export_io_descriptors.py
---task T`, or `--export_io_descriptors` when training). This module knows the format and checks that
-a file is self-consistent (shapes against joint lists, one value per joint, bounds as pairs); what
-batonlab can run is decided by `batonlab.deploy.isaaclab_import`. Only yaml is used.
-
-The format. Sources: Isaac Lab's tutorial "IO Descriptors 101"
-(docs/source/policy_deployment/01_io_descriptors/io_descriptors_101.rst; docs.nvidia.com/isaaclab,
-"io-descriptors-101"), its example files isaac_velocity_flat_anymal_d_v0_IO_descriptors.yaml and
-isaac_velocity_flat_g1_v0_IO_descriptors.yaml (docs/source/_static/policy_deployment/01_io_descriptors/),
-and the writers `ObservationManager.get_IO_descriptors`, `ActionManager.get_IO_descriptors`,
-`JointAction.IO_descriptor` and `ManagerBasedEnv.get_IO_descriptors` in isaac-sim/IsaacLab::
-
-    actions:                  list, in action-manager order (the policy output is their concatenation)
-      - name                  the term's class in snake case, e.g. joint_position_action
-        full_path             module.Class, e.g. isaaclab.envs.mdp.actions.joint_actions.JointPositionAction
-        joint_names           the term's joints, in action order
-        shape                 [action_dim]
-        scale                 a number, or one per joint
-        offset                a number, or one per joint (the default pose when use_default_offset)
-        clip                  null, or one [low, high] per joint, applied to the processed action
-        action_type, dtype, mdp_type, extras (description)       informative
-    articulations:            asset name (e.g. robot) → per joint, in the articulation's own order:
-        joint_names, default_joint_pos, default_joint_pos_limits ([low, high]), default_joint_vel,
-        default_joint_stiffness, default_joint_damping, default_joint_armature, default_joint_friction
-    observations:             group (only `policy` unless asked) → list of terms in manager order
-      - name                  the observation function's name (not the term's key in the config)
-        full_path             module.function, e.g. isaaclab.envs.mdp.observations.joint_pos_rel
-        shape                 [width] of one frame, before history
-        overloads             the term's config: scale (null, a number or one per element),
-                              clip (null or [low, high]), history_length (0: none), flatten_history_dim
-        joint_names           joint terms: their joints, in order
-        joint_pos_offsets     joint_pos_rel: the subtracted default positions
-        joint_vel_offsets     joint_vel_rel: the subtracted default velocities
-        extras                description, units, axes, modifiers (null unless the term has modifiers)
-        dtype, mdp_type, observation_type                       informative
-    scene:                    decimation, dt (the policy step [s]), physics_dt [s]
-
-Processing, as Isaac Lab's managers apply it: an observation term is value → modifiers → noise →
-clip → scale → history (`CircularBuffer`: oldest frame first, the first frame after a reset fills
-it; flattened frame by frame); an action term is `processed = offset + scale · raw`, then clamped
-to its clip. Not in the format (decided here): a term's `shape` is one frame, so its width in the
-policy input is `shape[0] · max(1, history_length)`; a missing `overloads` means none (scale 1, no
-clip, no history); an action `clip` given as one [low, high] applies to every joint.
+Design and contract notes: docs/modules/batonlab.deploy.isaaclab_descriptors.md.
 """
 
 from __future__ import annotations

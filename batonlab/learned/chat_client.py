@@ -1,28 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """A client for OpenAI-compatible chat-completions servers, with images, retries and a disk cache.
 
-Learned rewards ask a model two kinds of question: which of two rendered states is closer to
-finishing a task (a vision-language model, `ask_preference`), and free text such as a progress
-function to write (`complete_text`). Any server speaking OpenAI's `POST /v1/chat/completions` will
-do; batonlab itself never downloads weights, the server owns the model.
-
-Pointing it at a local server::
-
-    # vLLM: the served name is the model
-    vllm serve Qwen/Qwen2-VL-2B-Instruct --port 8000
-    export BATONLAB_LLM_BASE_URL=http://127.0.0.1:8000/v1 BATONLAB_LLM_MODEL=Qwen/Qwen2-VL-2B-Instruct
-
-    # Ollama: any api key is accepted
-    ollama serve && ollama pull llava
-    export BATONLAB_LLM_BASE_URL=http://127.0.0.1:11434/v1 BATONLAB_LLM_MODEL=llava BATONLAB_LLM_API_KEY=ollama
-
-then `ChatClient(ChatClientCfg.from_env())`. Without a model server, `batonlab.learned.stand_in_server`
-answers the same API from Python oracles.
-
-A training loop must not die because a model server hiccups, so `complete` never raises for network
-or server problems: it retries what may pass on a second try (connection errors, timeouts, 408, 429,
-5xx, bodies that are not a chat completion) with exponential backoff and returns None when every
-attempt failed. Configuration mistakes (a missing base_url or model) do raise, at construction.
+Design and contract notes: docs/modules/batonlab.learned.chat_client.md.
 """
 
 from __future__ import annotations

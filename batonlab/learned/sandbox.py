@@ -1,34 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Run LLM-written progress and reward functions in a child process with a restricted namespace.
 
-A language model writes functions like
-
-    def progress(obs):
-        d = T.norm(obs["ee_pos"] - obs["ee_target"], dim=-1)
-        return T.clamp(1.0 - d / 0.5, 0.0, 1.0)
-
-over a dict of batched observation fields, each a (num_envs, k) float tensor. The function returns a
-(num_envs,) tensor, or (a reward function) a dict of named (num_envs,) components.
-
-Threat model, honestly: this is a guard against *careless or buggy* generated code, the kind a model writes
-when it hallucinates an API or a loop condition: imports, file access, endless loops, memory blow-ups,
-poking at dunders, results of the wrong shape or with NaNs. Four layers catch these with a message the
-search loop can feed back to the model:
-
-1. `check_source` walks the AST before anything runs: no imports, no names starting with ``__``, no
-   attributes starting with ``_``, attributes only from an allowlist, no forbidden builtins, no classes,
-   ``with``, ``try``, ``raise``, ``global``, generators or decorators; the top level holds only functions and
-   constant assignments. Type annotations are dropped (they would be evaluated and only document types).
-2. The code executes in a namespace holding a few safe builtins, ``T`` (a whitelist of torch functions,
-   not the torch module: ``torch.load``/``save``/``hub`` read and write files) and ``math`` (a whitelist).
-3. It runs in a spawned child process with ``RLIMIT_AS`` (the address space after importing torch plus
-   ``memory_limit_mb``), ``RLIMIT_CPU`` as a backstop should the parent die, one torch thread, and a
-   wall-clock limit per call that the parent enforces by killing the child.
-4. The parent validates every result: shape (num_envs,), floating dtype, finite values.
-
-It is **not** a security boundary against an adversary. CPython has no sound in-process sandbox, the child
-runs as the same user with the same file-system view, and a determined attacker may find a path through
-torch's C++ surface. Run code from a model you do not trust inside a container or VM without credentials.
+Design and contract notes: docs/modules/batonlab.learned.sandbox.md.
 """
 
 from __future__ import annotations

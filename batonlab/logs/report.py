@@ -1,20 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """The sim-vs-log report: numbers, matplotlib PNGs and a one-page HTML summary.
 
-`write_report(out_dir, log, open_loop=…, policy=…, videos=…)` writes into `out_dir`:
-
-    index.html             one page: metadata, warnings, summary tables, the plots and the playback video
-    summary.json           the numbers of the page
-    joints.png             per joint: logged position, simulated (open-loop) position, command
-    sim_vs_log_error.png   per-joint simulated − logged position, and the RMSE over joints, over time
-    base_drift.png         floating base with odometry: logged vs simulated path, horizontal and heading drift
-    tracking_error.png     per joint: command − logged position (how well the servos tracked)
-    action_diff.png        re-evaluated − logged raw actions (policy re-evaluation)
-    latency.png            joint-state age at the command, and joint-state transport delay (when visible)
-
-Joints driven by velocity servos (wheels) are shown and tracked by velocity: their commands are
-velocity targets and their positions grow without bound. Any part whose inputs are missing is left
-out and the page says why.
+Design and contract notes: docs/modules/batonlab.logs.report.md.
 """
 
 from __future__ import annotations

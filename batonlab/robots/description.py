@@ -1,31 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """A robot description: which joints of a model file are driven, how, and within which limits.
 
-The YAML mirrors Isaac Lab's `ArticulationCfg` vocabulary (actuator groups of joint regexes with
-stiffness, damping, effort and velocity limits, armature; `default_joint_pos` by regex)::
-
-    name: my_arm
-    model: my_arm.urdf                        # URDF or MJCF, relative to this YAML file
-    package_roots: {my_arm_description: .}    # package://my_arm_description/... -> <root>/...
-    base: fixed                               # fixed | floating
-    actuators:
-      - joints: ["joint[1-6]"]                # regexes matched in full against 1-DoF joint names
-        control: position                     # position | velocity
-        stiffness: 80.0                       # [N·m/rad]; velocity control: gain on the velocity error [N·m·s/rad]
-        damping: 4.0                          # [N·m·s/rad]; position control only
-        effort_limit: 40.0                    # [N·m], optional when the model file gives one
-        velocity_limit: 3.0                   # [rad/s], optional when the model file gives one
-        armature: 0.01                        # [kg·m²], optional when the model file gives a non-zero one
-    default_joint_pos: {"joint2": -0.5, ".*": 0.0}   # an exact name beats a regex; covers every actuated joint
-    ee_site: tool0                            # site or body; optional
-    imu_site: imu                             # site or body; optional
-    collision_exclusions: [[link1, link3]]    # body pairs
-
-`load_description` resolves everything against the model file, so a `RobotDescription` is complete:
-each `JointDrive` holds numbers, never "unset". A value neither the description nor the model file
-gives is an error that names the joint and the field; nothing falls back to a silent default (a joint
-without rotor inertia must say `armature: 0`). Effort limits come from a URDF `<limit effort>` or an
-MJCF joint's `actuatorfrcrange`; velocity limits from a URDF `<limit velocity>` (MJCF has none).
+Design and contract notes: docs/modules/batonlab.robots.description.md.
 """
 
 from __future__ import annotations

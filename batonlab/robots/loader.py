@@ -1,26 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Robots from files: a URDF or MJCF plus a `RobotDescription` become an MjSpec ready to attach into a scene.
 
-What the loaded spec holds, whatever the file held:
-
-- one top-level body, the robot's root; a free joint on it for `base: floating` (the file's own free
-  joint if it has one, else one named `root`), none for `base: fixed`;
-- one actuator per actuated joint, named after the joint, in model order: a position servo
-  (kp = stiffness, kv = damping, ctrlrange = the joint's range) or a velocity servo (kv = stiffness,
-  ctrlrange = ±velocity_limit), forcerange = ±effort_limit. Actuators the file had on those joints are
-  removed (the description is the one source of gains; sensors that named them are re-pointed) and
-  the joints' own `actuatorfrcrange` is lifted, so the actuator's forcerange is the single limit;
-- the joints' armature;
-- site `ee` at the end effector (a new site at the origin of the `ee_site` body, or at the `ee_site`
-  site) with sensors `ee_pos_b`, `ee_quat_b` (in the root body's frame) and `ee_pos_w`; site `imu` at
-  the IMU likewise with `imu_gyro`, `imu_acc` and `imu_quat` (world orientation). Tasks use these names;
-  sensors of the file with the same names are replaced;
-- the collision exclusions;
-- a numeric `<joint>_velocity_limit` per actuated joint: MuJoCo has no joint speed limit, so the
-  description's velocity limit travels in the compiled model for the deploy manifest to read
-  (`joint_velocity_limits`);
-- no keyframes (their ctrl vectors would not fit the new actuators): the default pose is
-  `default_joint_pos(description)`, for `SceneCfg.default_joint_pos`.
+Design and contract notes: docs/modules/batonlab.robots.loader.md.
 """
 
 from __future__ import annotations

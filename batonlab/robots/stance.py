@@ -1,23 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """How a floating-base robot stands, read from its model in the default pose on flat ground.
 
-A robot description says how each joint is driven, not what it is for. A locomotion task over any
-robot needs more, and all of it follows from the model placed in its default pose:
-
-- ground geoms: the robot's geoms that collide with the ground (contype or conaffinity bit 1, as the
-  terrain's `contype = conaffinity = 1`);
-- feet: the bodies with a ground geom whose lowest point lies within `FOOT_TOLERANCE` of the robot's
-  lowest point (exact distances to a plane, `mj_geomDistance`; meshes through their convex hulls);
-- standing height: the root body's height with that lowest point on the ground, and the feet's
-  reference points (the centre of each foot's lowest ground geom: a wheel's axle) above the ground;
-  both rounded to the millimetre, so that a model written to stand at 0.463 m reads 0.463 m;
-- legs: the actuated joints on the paths from the root to the feet (wheels included); the other
-  actuated joints ride on the base (an arm, a head);
-- mirror pairs: leg joints whose anchors and axes mirror each other across the root's x-z plane,
-  such that equal joint positions make a mirror-symmetric pose (pairs whose mirror image turns the
-  other way are left out);
-- no-contact links: every body with a ground geom that is not a foot. A subtree that carries no foot
-  (an arm) is one link, watched as a whole.
+Design and contract notes: docs/modules/batonlab.robots.stance.md.
 """
 
 from __future__ import annotations

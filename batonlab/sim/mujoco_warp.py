@@ -1,33 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """The GPU backend: all worlds in one `mujoco_warp` Data, stepped by Warp kernels.
 
-The public tensors (`qpos`, `qvel`, `ctrl`, `xfrc_applied`, `mocap_pos`, `sensordata`, `time`) are
-zero-copy torch views of the Warp arrays (`wp.to_torch`): writing `ctrl` writes the array the
-kernels read, and the state read after `step` is the state the kernels wrote. Nothing is copied
-per step. (Writing `qpos`/`qvel` in place therefore changes the physics state here, whereas the
-`mujoco` backend ignores it; portable code sets state through `reset`.)
-
-On CUDA the decimated substep loop is captured once per `substeps` value as a CUDA graph
-(`wp.ScopedCapture`) and replayed with one launch, on the current torch stream so torch ops
-before and after stay ordered. The first call for a given `substeps` runs plainly, which also
-compiles the kernels (cached on disk by Warp, `~/.cache/warp` or `WARP_CACHE_PATH`). On Warp's
-CPU device (CI, parity tests) every kernel is launched plainly.
-
-Per-world parameters: mujoco_warp indexes every model field whose spec starts with `"*"` as
-`field[worldid % field.shape[0]]`, so a field shared by all worlds has a leading dimension of 1.
-`set_params` expands such a field to `num_envs` rows the first time it is written (and re-captures
-the graphs, which hold the old array pointers), then writes rows in place as batched tensor ops.
-
-Sensor timing matches the `mujoco` backend: `mujoco_warp.step`, like `mj_step`, evaluates sensors
-in its forward pass before integrating, so after `step` the sensors describe the state at the
-start of the last physics substep (one physics step behind `qpos`/`qvel`). After `reset` they
-describe the new state, recomputed by a forward pass.
-
-Numerics differ from the C library in ways a parity test must allow for: Warp computes in float32
-(MuJoCo in float64), mujoco_warp raises the solver tolerance to at least 1e-6, and the Newton
-solver's warm start is carried between env steps here (the rollout backend restarts it each call).
-Derived constants (`body_subtreemass`, `dof_invweight0`, …) are not recomputed after `set_params`,
-exactly as in the `mujoco` backend.
+Design and contract notes: docs/modules/batonlab.sim.mujoco_warp.md.
 """
 
 from __future__ import annotations
