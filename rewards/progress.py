@@ -64,7 +64,7 @@ class ProgressReward:
             raise ValueError(f"ProgressReward: render_every={render_every} and num_rendered={num_rendered} must be >= 1")
         model = load_encoder(encoder, device=env.device)
         self.size = size or model.cfg.image_size
-        self.matcher = ProgressMatcher(model, load_demo(demo, size=model.cfg.image_size))
+        self.matcher = ProgressMatcher(model, load_demo(demo, size=model.cfg.image_size, scene=env.cfg))
         self.step_dt = env.step_dt
         self.render_every = render_every
         self.num_rendered = min(num_rendered, env.num_envs)

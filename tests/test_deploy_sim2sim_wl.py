@@ -12,7 +12,8 @@ import pytest
 
 from batonlab.deploy import load_manifest
 from batonlab.logs.bag_reader import open_bag
-from batonlab.logs.replay import reevaluate_policy, replay_open_loop
+from batonlab.logs.replay import reevaluate_policy
+from batonlab.tasks.replay import replay_open_loop_for
 
 SEEDS = range(1000, 1003)
 
@@ -48,7 +49,7 @@ def test_wl_balance_over_ros2_balances_as_in_play_and_its_bag_replays(wl_balance
     assert "run" in log.policy_steps.safety_state
     policy = reevaluate_policy(log)
     assert policy.max_abs_diff < 1e-5, "the logged observations must reproduce the logged actions"
-    replay = replay_open_loop(log)
+    replay = replay_open_loop_for(log)
     assert replay.has_base and np.isfinite(replay.base_drift).all()
     print(f"[sim2sim wl_balance] bag: re-evaluation max diff {policy.max_abs_diff:.1e}; open-loop base drift "
           f"final {replay.final_base_drift:.3f} m, max {replay.max_base_drift:.3f} m over {len(replay.segments)} segments")

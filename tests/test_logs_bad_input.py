@@ -9,7 +9,8 @@ import pytest
 from batonlab.cli.main import main
 from batonlab.deploy.recording import BagRecorder
 from batonlab.logs.bag_reader import BagError, open_bag
-from batonlab.logs.replay import reevaluate_policy, replay_open_loop
+from batonlab.logs.replay import reevaluate_policy
+from batonlab.tasks.replay import replay_open_loop_for
 
 ARM = ["shoulder_yaw", "shoulder_pitch", "elbow_pitch", "forearm_roll", "wrist_pitch", "wrist_roll"]
 
@@ -54,7 +55,7 @@ def test_a_bag_missing_a_topic(tmp_path, capsys):
     bag = states_only_bag(tmp_path / "bag")
     log = open_bag(bag)
     with pytest.raises(BagError, match=r"open-loop replay needs the topic\(s\) \['/joint_commands'\]"):
-        replay_open_loop(log)
+        replay_open_loop_for(log)
     with pytest.raises(BagError, match=r"policy re-evaluation needs the topic\(s\) \['/batonlab/policy_step'\]"):
         reevaluate_policy(log, tmp_path)
     assert main(["replay", str(bag), "--mode", "open_loop"]) == 2

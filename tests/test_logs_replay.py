@@ -13,7 +13,8 @@ import torch
 from batonlab.cli.main import main
 from batonlab.export.manifest import manifest_from_env
 from batonlab.logs.bag_reader import open_bag
-from batonlab.logs.replay import reevaluate_policy, replay_open_loop, write_playback
+from batonlab.logs.replay import reevaluate_policy
+from batonlab.tasks.replay import replay_open_loop_for, write_playback_for
 from batonlab.logs.report import write_report
 from batonlab.logs.sim_recorder import EpisodeRecorder
 from batonlab.rl.evaluate import evaluate
@@ -56,7 +57,7 @@ def test_bags_hold_an_episode_each(recorded):
 
 def test_open_loop_replay_reproduces_the_logged_trajectory(recorded):
     for path in recorded[0]:
-        result = replay_open_loop(open_bag(path))
+        result = replay_open_loop_for(open_bag(path))
         assert result.initial_state == "metadata" and len(result.segments) == 1
         assert result.t.size == 200
         assert result.rmse < 1e-3, result.rmse_per_joint
@@ -67,10 +68,10 @@ def test_open_loop_replay_reproduces_the_logged_trajectory(recorded):
 
 def test_randomized_physics_shows_a_gap_in_the_report(recorded, tmp_path):
     log = open_bag(recorded[0][0])
-    gap = replay_open_loop(log, physics="randomized", seed=11)
-    nominal = replay_open_loop(log, physics="nominal")
+    gap = replay_open_loop_for(log, physics="randomized", seed=11)
+    nominal = replay_open_loop_for(log, physics="nominal")
     assert gap.rmse > 1e-5 and nominal.rmse > 1e-5
-    videos = write_playback(log, tmp_path / "report" / "playback.mp4", size=(96, 128), fps=10, webm=True)
+    videos = write_playback_for(log, tmp_path / "report" / "playback.mp4", size=(96, 128), fps=10, webm=True)
     page = write_report(tmp_path / "report", log, gap, None, videos)
     summary = json.loads((tmp_path / "report" / "summary.json").read_text())
     assert summary["open_loop"]["rmse"] == pytest.approx(gap.rmse) and summary["open_loop"]["physics"] == "randomized"
@@ -93,7 +94,7 @@ def test_policy_reevaluation_matches_the_logged_actions(recorded):
 def test_state_playback_renders_the_logged_states(recorded, tmp_path):
     import cv2
 
-    (video,) = write_playback(open_bag(recorded[0][0]), tmp_path / "play.mp4", size=(64, 96), fps=10)
+    (video,) = write_playback_for(open_bag(recorded[0][0]), tmp_path / "play.mp4", size=(64, 96), fps=10)
     capture = cv2.VideoCapture(str(video))
     frames = int(capture.get(cv2.CAP_PROP_FRAME_COUNT))
     capture.release()
@@ -118,7 +119,7 @@ def test_truncated_bag_is_replayed_up_to_the_cut(recorded, tmp_path):
     assert log.truncated and any("cut" in w for w in log.warnings)
     assert 50 < log.joint_states.t.size < 200
     assert log.metadata["task"] == "arm_reach"  # from the /batonlab/metadata message
-    result = replay_open_loop(log)
+    result = replay_open_loop_for(log)
     assert result.rmse < 1e-3 and result.t.size >= log.joint_states.t.size - 1
 
     report = tmp_path / "report"

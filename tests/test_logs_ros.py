@@ -8,7 +8,8 @@ import pytest
 
 from batonlab.deploy.manifest import sha256_file
 from batonlab.logs.bag_reader import open_bag
-from batonlab.logs.replay import reevaluate_policy, replay_open_loop
+from batonlab.logs.replay import reevaluate_policy
+from batonlab.tasks.replay import replay_open_loop_for
 from batonlab.logs.report import write_report
 
 
@@ -38,7 +39,7 @@ def test_sim_to_sim_bag_replays_in_simulation(tmp_path):
     assert np.isfinite(log.policy_steps.input_stamp).any()
 
     # Open loop from the first logged state after the first command, restarting at episode resets.
-    result = replay_open_loop(log)
+    result = replay_open_loop_for(log)
     assert result.initial_state == "joint_states" and result.physics == "nominal"
     assert len(result.segments) >= 2, "the warm-up → episode 0 reset is a jump in the log"
     assert np.isfinite(result.rmse) and result.rmse < 0.1, result.rmse_per_joint

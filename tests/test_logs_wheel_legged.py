@@ -33,7 +33,8 @@ from batonlab.deploy.recording import BagRecorder
 from batonlab.export.manifest import manifest_from_env
 from batonlab.logs.bag_reader import open_bag
 from batonlab.logs.open_loop import _is_jump
-from batonlab.logs.replay import make_replay_env, reevaluate_policy, replay_open_loop
+from batonlab.logs.replay import reevaluate_policy, replay_open_loop
+from batonlab.tasks.replay import replay_env_for, replay_open_loop_for
 from batonlab.logs.sim_recorder import world_params
 from batonlab.robots import wheel_legged as wl
 from tests.ros.exports import make_export
@@ -176,7 +177,7 @@ def recorded(tmp_path_factory):
 @pytest.fixture(scope="module")
 def logged_env(recorded):
     """The replay env with the bag's (the sim robot's) physics, shared by the replays on logged physics."""
-    env = make_replay_env(open_bag(recorded.bag), physics="logged")
+    env = replay_env_for(open_bag(recorded.bag), physics="logged")
     yield env
     env.close()
 
@@ -228,7 +229,7 @@ def test_open_loop_replay_starts_from_odometry_and_tracks_the_base(recorded, log
 def test_drift_shows_a_different_robot_or_a_broken_command(recorded, logged_env):
     log = open_bag(recorded.bag)
     exact = replay_open_loop(log, logged_env)
-    randomized = replay_open_loop(log, physics="randomized", seed=3)
+    randomized = replay_open_loop_for(log, physics="randomized", seed=3)
     assert randomized.physics == "randomized" and randomized.initial_state == "joint_states+odom"
     assert randomized.max_base_drift > 0.05 and randomized.max_base_drift > 1000 * exact.max_base_drift
     assert randomized.base_drift_per_metre > 0.02

@@ -422,7 +422,7 @@ def test_demo_from_a_bag_is_its_state_playback(tmp_path):
     evaluate(env, lambda obs: 0.5 * torch.ones(1, env.num_actions), progress=False, step_callback=recorder)
     bag = recorder.close()[0]
     env.close()
-    frames = load_demo(bag, size=64, bag_fps=5.0)
+    frames = load_demo(bag, size=64, bag_fps=5.0, scene=make_task_cfg("arm_reach", play=True))
     assert frames.shape == (20, 64, 64, 3) and frames.dtype == np.uint8  # 3.98 s at 5 frames per second
     # Rendered as the progress term sees it (tool camera, target alone): the target in the middle of every
     # frame, and its size changing as the logged tool moves.

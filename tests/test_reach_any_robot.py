@@ -236,7 +236,7 @@ def test_a_bag_of_the_urdf_arm_replays_on_the_urdf_arm(urdf_arm, tmp_path, capsy
     from batonlab.cli.play import _recorder
     from batonlab.logs.bag_reader import BagError, open_bag
     from batonlab.logs.playback import playback_frames
-    from batonlab.logs.replay_env import make_replay_env
+    from batonlab.tasks.replay import replay_env_for
     from batonlab.rl.evaluate import evaluate
 
     inv = build_invocation(["task=reach", f"robot={urdf_arm}", f"record={tmp_path / 'bags'}"], play=True)
@@ -248,17 +248,17 @@ def test_a_bag_of_the_urdf_arm_replays_on_the_urdf_arm(urdf_arm, tmp_path, capsy
     env.close()
     log = open_bag(bag)
     assert log.metadata["robot_file"] == str(urdf_arm)
-    replay = make_replay_env(log)
+    replay = replay_env_for(log)
     assert tuple(replay.action_manager.terms["arm"].joint_names) == URDF_JOINTS
     frames = playback_frames(log, replay, size=(32, 32), fps=10.0, effects=False)
     assert np.abs(frames[-1].astype(float) - frames[0]).mean() > 0.5, "the logged joints move the URDF arm"
     replay.close()
     del log.metadata["robot_file"]  # a bag that does not say: the task's default robot, arm6
     with pytest.raises(BagError, match="acts on joints the bag does not log"):
-        make_replay_env(log)
+        replay_env_for(log)
     log.metadata["robot_file"] = str(tmp_path / "moved.yaml")
     with pytest.raises(BagError, match="moved.yaml, which does not exist here"):
-        make_replay_env(log)
+        replay_env_for(log)
     # The command: the bag's robot by default, --robot over it.
     from batonlab.cli.main import main
 

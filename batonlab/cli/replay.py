@@ -66,7 +66,8 @@ def run(args: list[str]) -> int:
     ns = parser.parse_args(args)
 
     from batonlab.logs.bag_reader import BagError, open_bag
-    from batonlab.logs.replay import reevaluate_policy, replay_open_loop, write_playback
+    from batonlab.logs.replay import reevaluate_policy
+    from batonlab.tasks.replay import replay_open_loop_for, write_playback_for
     from batonlab.logs.report import write_report
 
     try:
@@ -84,7 +85,7 @@ def run(args: list[str]) -> int:
     try:
         if want["open_loop"]:
             try:
-                open_loop = replay_open_loop(log, task=ns.task, physics=ns.physics, seed=ns.seed, robot=ns.robot)
+                open_loop = replay_open_loop_for(log, ns.task, ns.physics, ns.seed, ns.robot)
             except BagError as err:
                 if ns.mode != "all":
                     raise
@@ -120,7 +121,7 @@ def run(args: list[str]) -> int:
             video = Path("playback.mp4")
         if want["playback"] and video is not None:
             try:
-                videos = write_playback(log, video, ns.task, ns.size, ns.fps, webm=ns.report is not None, robot=ns.robot)
+                videos = write_playback_for(log, video, ns.task, ns.size, ns.fps, webm=ns.report is not None, robot=ns.robot)
                 print(f"[batonlab] state playback: {videos[0]}")
             except BagError as err:
                 if ns.mode != "all":

@@ -159,7 +159,7 @@ def _train(inv: Invocation, device: str, ctx, on_iteration) -> TrainResult:
                        run_dir / "config.yaml")
         stats = runner.learn(total, progress=top.progress, on_iteration=on_iteration)
     wall_s = time.perf_counter() - start
-    env.env.close()
+    env.close()
     evaluation = None
     if not runner.stop_requested:
         summary = ", ".join(f"{k}={stats[k]:.3f}" for k in ("Train/mean_return", "Episode/success_rate") if k in stats)

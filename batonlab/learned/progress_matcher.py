@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from batonlab.env.cfg import TaskCfg
 from batonlab.learned.progress_encoder import ProgressEncoder
 
 
@@ -42,18 +43,20 @@ def save_demo(path: str | Path, frames: np.ndarray, fps: float | None = None) ->
     return path
 
 
-def load_demo(path: str | Path, size: int | None = None, bag_fps: float = 10.0) -> np.ndarray:
+def load_demo(path: str | Path, size: int | None = None, bag_fps: float = 10.0,
+              scene: TaskCfg | None = None) -> np.ndarray:
     """Demo frames (T, H, W, 3) uint8 from an `.mp4` (or other video), an `.npz` or a rosbag2 folder.
 
     Args:
         size: Resize frames to `size` × `size` (None: keep them as stored; bags render at 64).
         bag_fps: Frames per second of a bag's playback.
+        scene: The task config a bag is played back in (its task's play config); needed for a bag.
     """
     path = Path(path)
     if not path.exists():
         raise DemoError(f"demo {path} does not exist")
     if path.is_dir():
-        frames = _bag_frames(path, size or 64, bag_fps)
+        frames = _bag_frames(path, size or 64, bag_fps, scene)
     elif path.suffix == ".npz":
         frames = _npz_frames(path)
     else:
@@ -180,14 +183,16 @@ def _video_frames(path: Path) -> np.ndarray:
     return np.stack(frames)
 
 
-def _bag_frames(path: Path, size: int, fps: float) -> np.ndarray:
+def _bag_frames(path: Path, size: int, fps: float, scene: TaskCfg | None) -> np.ndarray:
     from batonlab.logs.bag_reader import BagError, open_bag
     from batonlab.logs.playback import playback_frames
     from batonlab.logs.replay_env import make_replay_env
 
     try:
         log = open_bag(path)
-        env = make_replay_env(log, None, "nominal")
+        if scene is None:
+            raise DemoError(f"demo {path}: a bag demo is played back in its task's scene; pass the task config")
+        env = make_replay_env(log, scene, "nominal")
     except BagError as err:
         raise DemoError(f"demo {path}: {err}") from None
     try:

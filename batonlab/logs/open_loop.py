@@ -20,14 +20,13 @@ from batonlab.env.env import BatonEnv
 from batonlab.logs.bag_reader import BagError, BagLog
 from batonlab.logs.logged_base import LoggedBase, free_root
 from batonlab.logs.open_loop_result import OpenLoopResult
-from batonlab.logs.replay_env import imu_orientation_at, logged_qpos, logged_qvel, make_replay_env, set_markers, task_of
+from batonlab.logs.replay_env import imu_orientation_at, logged_qpos, logged_qvel, set_markers, task_of
 
 _JUMP_RAD = 0.1
 """A logged joint moving more than this [rad or m] plus 3·|qd|·Δt between two samples is a reset."""
 
 
-def replay_open_loop(log: BagLog, env: BatonEnv | None = None, task: str | None = None, physics: str = "logged",
-                     seed: int = 0, robot: str | None = None) -> OpenLoopResult:
+def replay_open_loop(log: BagLog, env: BatonEnv, physics: str = "logged") -> OpenLoopResult:
     """Drive the simulator with the logged joint commands from the logged initial state.
 
     Each joint command goes to its joint's actuator as it was logged: a position target to a
@@ -39,20 +38,11 @@ def replay_open_loop(log: BagLog, env: BatonEnv | None = None, task: str | None 
 
     Args:
         log: The bag.
-        env: A replay env (`make_replay_env`); built here when None (and closed afterwards).
-        task: Overrides the bag's task.
-        physics: See `PHYSICS_MODES`.
-        seed: Seed of the randomised physics.
-        robot: Robot description file of a task over any robot (default: the bag's `robot_file`).
+        env: A replay env (`make_replay_env`, or `batonlab.tasks.replay.replay_env_for` by task name).
+        physics: The physics `env` was built with (see `PHYSICS_MODES`), as the result reports it.
     """
     log.require("open-loop replay", "joint_states", "joint_commands")
-    own_env = env is None
-    env = env or make_replay_env(log, task, physics, seed, robot)
-    try:
-        return _open_loop(log, env, physics)
-    finally:
-        if own_env:
-            env.close()
+    return _open_loop(log, env, physics)
 
 
 def _open_loop(log: BagLog, env: BatonEnv, physics: str) -> OpenLoopResult:

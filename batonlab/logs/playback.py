@@ -14,7 +14,7 @@ import torch
 
 from batonlab.env.env import BatonEnv
 from batonlab.logs.bag_reader import BagLog
-from batonlab.logs.replay_env import imu_orientation_at, logged_qpos, make_replay_env, set_markers
+from batonlab.logs.replay_env import imu_orientation_at, logged_qpos, set_markers
 
 
 def playback_frames(log: BagLog, env: BatonEnv, size: tuple[int, int] = (240, 320), fps: float = 30.0,
@@ -42,20 +42,16 @@ def playback_frames(log: BagLog, env: BatonEnv, size: tuple[int, int] = (240, 32
     return frames
 
 
-def write_playback(log: BagLog, path: str | Path, task: str | None = None, size=(240, 320), fps: float = 30.0,
-                   webm: bool = False, robot: str | None = None) -> list[Path]:
+def write_playback(log: BagLog, env: BatonEnv, path: str | Path, size=(240, 320), fps: float = 30.0,
+                   webm: bool = False) -> list[Path]:
     """State playback of the bag as an MP4 (see `playback_frames`), and a WebM copy for browsers.
 
     OpenCV's MP4 encoder (MPEG-4 part 2) is not played by browsers; the report page embeds the VP8
-    WebM written next to it when `webm` is set. `robot`: as in `make_replay_env`.
+    WebM written next to it when `webm` is set. `env`: a replay env with nominal physics.
     """
     from batonlab.sim.render import write_mp4
 
-    env = make_replay_env(log, task, "nominal", robot=robot)
-    try:
-        frames = playback_frames(log, env, size, fps)
-    finally:
-        env.close()
+    frames = playback_frames(log, env, size, fps)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_mp4(path, frames, fps=fps)

@@ -9,12 +9,13 @@ drives the world.
 
 from __future__ import annotations
 
-from pathlib import Path
+import copy
 
 import mujoco
 import numpy as np
 import torch
 
+from batonlab.env.cfg import TaskCfg
 from batonlab.env.env import BatonEnv
 from batonlab.logs.bag_reader import BagError, BagLog
 from batonlab.logs.sim_recorder import PARAM_FIELDS
@@ -33,36 +34,21 @@ def task_of(log: BagLog, task: str | None = None) -> str:
     return task
 
 
-def make_replay_env(log: BagLog, task: str | None = None, physics: str = "logged", seed: int = 0,
+def make_replay_env(log: BagLog, cfg: TaskCfg, physics: str = "logged", seed: int = 0, task_name: str | None = None,
                     robot: str | None = None) -> BatonEnv:
-    """One world of the bag's task (play configuration) with the requested physics parameters.
+    """One world of `cfg` (the bag's task, play configuration) with the requested physics parameters.
 
     Startup randomisation runs only for `physics="randomized"`; otherwise every randomisable model
     parameter (`sim_recorder.PARAM_FIELDS`, also those a reset event drew) is the nominal model's,
-    and with "logged" the parameters stored in the bag are written over them.
-
-    A task over any robot (`reach`, `velocity`) is built over `robot`, a robot description file,
-    by default the one the bag's metadata names (`robot_file`, written by `batonlab play record=`
-    for a run trained with `robot=`). The bag must log every joint the task acts on: a bag of
-    another robot is refused rather than replayed into this one with its joints left at rest.
+    and with "logged" the parameters stored in the bag are written over them. The bag must log every
+    joint the task acts on: a bag of another robot is refused rather than replayed into this one with
+    its joints left at rest. `task_name` and `robot` (its description file) only name them in errors;
+    `batonlab.tasks.replay.replay_env_for` builds `cfg` from the bag's task name.
     """
-    from batonlab.robots.description import RobotDescriptionError
-    from batonlab.tasks import TaskRobotError, get_task, list_tasks
-
     if physics not in PHYSICS_MODES:
         raise ValueError(f"physics must be one of {PHYSICS_MODES}, got {physics!r}")
-    name = task_of(log, task)
-    try:
-        entry = get_task(name)
-    except KeyError:
-        raise BagError(f"{log.path}: task '{name}' is not registered; valid tasks: {[t.name for t in list_tasks()]}") from None
-    robot = robot or log.metadata.get("robot_file")
-    if robot and not Path(robot).is_file():
-        raise BagError(f"{log.path}: recorded on the robot described by {robot}, which does not exist here")
-    try:
-        cfg = entry.make_cfg(play=True, robot=robot) if robot else entry.make_cfg(play=True)
-    except (TaskRobotError, RobotDescriptionError, FileNotFoundError) as err:
-        raise BagError(f"{log.path}: cannot build task '{name}' over robot {robot}: {err}") from None
+    name = task_name or log.metadata.get("task") or "?"
+    cfg = copy.deepcopy(cfg)
     cfg.num_envs = 1
     cfg.seed = int(seed)
     cfg.sim.num_threads = 1

@@ -67,19 +67,19 @@ class BatonRunner:
         # Under torchrun only rank 0 writes logs and checkpoints.
         self.is_main = distributed is None or distributed.is_main
         self.log_dir = Path(log_dir) if log_dir is not None and self.is_main else None
-        cost_names = env.env.cost_manager.names
+        cost_names = env.cost_names
         if cfg.algorithm.is_constrained and not cost_names:
             raise ValueError(f"agent.algorithm.class_name={cfg.algorithm.class_name} learns from constraint costs, "
                              "but this task has no `costs` (TaskCfg.costs is empty): add CostTermCfg terms to the "
                              "task's `costs`, or train it with class_name=PPO")
         self.distillation = cfg.algorithm.is_distillation
         """Whether a student imitates a teacher (rsl-rl's Distillation) instead of learning from rewards."""
-        privileged = tuple(name for name, group in env.env.cfg.observations.items() if group.privileged)
+        privileged = env.privileged_groups
         self.train_cfg = to_rsl_rl_dict(cfg, multi_gpu=distributed.rsl_rl_cfg() if distributed else None,
                                         num_costs=len(cost_names), privileged_groups=privileged)
         if self.distillation:
             # The teacher's labels are clamped where the executed command saturates (`executed_distillation.py`).
-            low, high = env.env.action_manager.saturation_bounds()
+            low, high = env.action_saturation_bounds()
             self.train_cfg["algorithm"]["label_bounds"] = (low.tolist(), high.tolist())
         # rsl-rl prints the observation sets and both models while it builds them; that text is
         # kept for `verbose` callers instead of filling every command's output. Errors still raise.
@@ -167,10 +167,10 @@ class BatonRunner:
                     self.alg.compute_returns(obs)
                     # Curricula that learn from the learner's signal (the bandit) see every transition's |advantage|.
                     abs_advantage = self.alg.storage.advantages.abs().reshape(self.cfg.num_steps_per_env, -1)
-                    self.env.env.curriculum_manager.observe_advantages(abs_advantage.to(self.env.device))
+                    self.env.observe_advantages(abs_advantage)
             collect_time = time.perf_counter() - start
             start = time.perf_counter()
-            cost_limits = self.env.env.cost_manager.limits.clone()  # curricula may move them: read every iteration
+            cost_limits = self.env.cost_limits()
             if self.constrained:
                 self.alg.set_cost_limits(cost_limits)
             with torch_threads(update_threads):
@@ -246,7 +246,7 @@ class BatonRunner:
             values = [torch.as_tensor(log[key], dtype=torch.float32, device=self.env.device).reshape(())
                       for log in episode_logs if key in log]
             stats[key] = torch.stack(values).mean().item()
-        stats["Metrics/physics_diverged_total"] = float(self.env.env.sim.num_diverged_total)
+        stats["Metrics/physics_diverged_total"] = float(self.env.physics_diverged_total)
         return stats
 
     def _write_tensorboard(self, stats: dict[str, float]) -> None:
@@ -271,8 +271,7 @@ class BatonRunner:
             algorithm=self.cfg.algorithm.class_name,
             iter=self.iteration,
             total_env_steps=self.total_env_steps,
-            curriculum=self.env.env.curriculum_manager.state_dict(),
-            common_step_counter=self.env.env.common_step_counter,
+            **self.env.training_state(),
         )
         if self.distillation:
             state.update(teacher_cfg=dataclasses.asdict(self.cfg.teacher),
@@ -331,8 +330,7 @@ class BatonRunner:
         self.iteration = int(state["iter"])
         self.total_env_steps = int(state["total_env_steps"])
         # Resuming restores every curriculum; playing or exporting may run a task that drops some.
-        self.env.env.curriculum_manager.load_state_dict(state["curriculum"], strict=load_optimizer)
-        self.env.env.common_step_counter = int(state["common_step_counter"])
+        self.env.load_training_state(state, strict=load_optimizer)
 
     def load_teacher(self, path: str | Path) -> None:
         """Load the actor of an RL checkpoint (PPO, P3O, PPOLagrangian) as Distillation's teacher.
