@@ -27,6 +27,7 @@ from batonlab.cli import train as cli_train
 from batonlab.cli.common import CliError, build_invocation, find_checkpoint, find_run_dir
 from batonlab.env import mdp_locomotion as loco
 from batonlab.env.env import BatonEnv
+from batonlab.rl.rollout import rollout
 from batonlab.rl.runner import BatonRunner
 from batonlab.rl.vecenv import RslRlVecEnv
 from batonlab.robots.wheel_legged import NOMINAL_BASE_HEIGHT
@@ -81,10 +82,9 @@ def evaluate_tracking(task: str, run_dir: Path, num_envs: int, duration_s: float
     obs = env.observation_manager.compute()
     alive = torch.ones(num_envs, dtype=torch.bool)
     errors, steps = [], round(duration_s / env.step_dt)
-    for step in range(steps):
-        obs, _, terminated, truncated, _ = env.step(policy(obs))
-        alive &= ~terminated
-        if step * env.step_dt >= settle_s:
+    for transition in rollout(env, obs, policy, steps):
+        alive &= ~transition.terminated
+        if transition.index * env.step_dt >= settle_s:
             vx = loco.root_lin_vel_heading(env)[:, 0]
             errors.append(torch.where(alive, (vx - speed).abs(), torch.nan))
     error = torch.stack(errors)

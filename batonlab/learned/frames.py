@@ -21,6 +21,7 @@ from tqdm import tqdm
 
 from batonlab.env.cfg import TaskCfg
 from batonlab.env.mdp_objects import body_pos
+from batonlab.rl.rollout import rollout, smoothed_noise
 
 Policy = Callable[[object], torch.Tensor]
 """Observation TensorDict → actions (num_envs, num_actions), e.g. a runner's inference policy."""
@@ -137,22 +138,21 @@ def collect_rollouts(env, task: str, episodes: int, num_steps: int | None = None
                disable=not progress_bar)
     for _ in range(batches):
         obs, _ = env.reset()
-        action = torch.zeros(env.num_envs, env.num_actions, device=env.device)
         alive = torch.ones(env.num_envs, dtype=torch.bool, device=env.device)
         batch_frames, measures = [], []
-        for step in range(num_steps):
-            if step % frame_every == 0:
+
+        def record(step: int) -> None:
+            if step % frame_every == 0 and step < num_steps:
                 batch_frames.append(env.render_progress(ids, (size, size)))
                 if truth is not None:
                     measures.append(truth.measure(env).clone())
                 bar.update(1)
-            if policy is None:
-                noise = env.normal((env.num_envs, env.num_actions))
-                action = (action_smoothing * action + (1 - action_smoothing**2) ** 0.5 * noise).clamp(-1.0, 1.0)
-            else:
-                action = policy(obs)
-            obs, _, terminated, truncated, _ = env.step(action)
-            alive &= ~(terminated | truncated)
+
+        record(0)
+        act = policy if policy is not None else smoothed_noise(env, action_smoothing)
+        for step in rollout(env, obs, act, num_steps):
+            alive &= ~step.done
+            record(step.index + 1)
         keep = alive.cpu().numpy()
         frames.append(np.stack(batch_frames, axis=1)[keep])
         if truth is not None:

@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from batonlab.learned.features import field_specs, read_features
+from batonlab.rl.rollout import held_uniform, rollout
 from batonlab.utils.files import atomic_write_bytes
 
 POTENTIAL_FORMAT = "batonlab.potential"
@@ -65,12 +66,9 @@ def collect_states(env, progress_fn: Callable, group: str, steps: int, policy: C
     obs, _ = env.reset()
     features, progress, frames = [], [], []
     cursor = 0
-    held = env.uniform((env.num_envs, env.num_actions), -1.0, 1.0)
-    for step in range(steps):
-        if policy is None and step % hold == 0:
-            held = env.uniform((env.num_envs, env.num_actions), -1.0, 1.0)
-        obs, *_ = env.step(policy(obs) if policy is not None else held)
-        if (step + 1) % every:
+    held = held_uniform(env, hold)
+    for transition in rollout(env, obs, policy if policy is not None else held, steps):
+        if (transition.index + 1) % every:
             continue
         now_features, now_progress = read_features(env, group, fields), progress_fn(env).float()
         if render:

@@ -14,6 +14,7 @@ from tqdm import tqdm
 from batonlab.env.commands import episode_mean_errors
 from batonlab.env.env import BatonEnv
 from batonlab.env.episodes import EpisodeSummary, summarize_episodes
+from batonlab.rl.rollout import rollout
 from batonlab.utils.threads import torch_threads
 
 
@@ -80,27 +81,30 @@ def _evaluate(env: BatonEnv, policy, video_env_ids, video_size, progress: bool,
     recording = list(video_env_ids)
     per_env_frames: dict[int, list[np.ndarray]] = {i: [] for i in recording}
     bar = tqdm(total=n, desc="episodes", disable=not progress, unit="ep")
-    while not finished.all():
-        if recording:
-            for i, frame in zip(recording, env.render(recording, video_size)):
-                per_env_frames[i].append(frame)
-        actions = policy(obs)
-        step_obs = obs
-        obs, reward, terminated, truncated, extras = env.step(actions)
+
+    def render(ids: list[int]) -> None:
+        for i, frame in zip(ids, env.render(ids, video_size) if ids else ()):
+            per_env_frames[i].append(frame)
+
+    render(recording)
+    for step in rollout(env, obs, policy):
         if step_callback is not None:
-            step_callback(env, step_obs, actions, terminated | truncated)
-        running += reward
-        done = (terminated | truncated) & ~finished
-        successes[done] = extras["success"][done]
+            step_callback(env, step.obs, step.actions, step.done)
+        running += step.reward
+        done = step.done & ~finished
+        successes[done] = step.extras["success"][done]
         returns[done] = running[done]
-        lengths[done] = extras["episode_length"][done]
-        failed[done] = terminated[done]
-        for key, value in episode_mean_errors(extras.get("command_metrics", {})).items():
+        lengths[done] = step.extras["episode_length"][done]
+        failed[done] = step.terminated[done]
+        for key, value in episode_mean_errors(step.extras.get("command_metrics", {})).items():
             errors.setdefault(key, torch.zeros(n, device=env.device))[done] = value[done]
         finished |= done
-        running[terminated | truncated] = 0.0
+        running[step.done] = 0.0
         recording = [i for i in recording if not finished[i]]
         bar.update(int(done.sum()))
+        if finished.all():
+            break
+        render(recording)
     bar.close()
     frames = [f for i in video_env_ids for f in per_env_frames[i]]
     return EvalResult(
