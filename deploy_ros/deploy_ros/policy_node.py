@@ -174,11 +174,11 @@ class PolicyNode(Node):
             self._record_step(result, compute_s)
         if result.state is State.PASSIVE:
             self._report_waiting(result.reason)
-        phase = self.runtime.safety.stop_phase(now)
+        phase = result.stop_phase
         if phase != self._stop_phase:
             if phase is not None and self._stop_phase is not None:  # within a stop (entering it is a transition)
                 self.get_logger().info(f"stop: {self._stop_phase} -> {phase}")
-                self._publish_state(State.STOP.value, self.runtime.safety.reason)
+                self._publish_state(State.STOP.value, result.reason)
             self._stop_phase = phase
         if late_s > 0.5 * self.period_s:
             self.get_logger().warning(f"control loop overrun: this step came {late_s * 1e3:.0f} ms late "
@@ -208,10 +208,10 @@ class PolicyNode(Node):
     def _record_step(self, result, compute_time_s: float) -> None:
         """The step's observation, raw action and filtered command (enqueued; written by the recorder's thread)."""
         stamp = self._log_ns()
-        ran = result.raw_action is not None
         if result.command is not None:
             self.recorder.joint_command(stamp, result.command[self.commands.record_index])
-        self.recorder.policy_step(stamp, result.tick, self.runtime.observation.obs if ran else (), result.raw_action,
+        obs = result.observation if result.observation is not None else ()
+        self.recorder.policy_step(stamp, result.tick, obs, result.raw_action,
                                   result.command, result.state.value, result.reason, input_ns=self.inputs.joint_stamp_ns,
                                   compute_time_s=compute_time_s)
         self._check_recorder()
