@@ -64,8 +64,9 @@ class NullRecorder:
     def sensor_pose(self, name: str, stamp_ns: int, values, frame_id: str = "", header_ns: int | None = None) -> None:
         """Dropped."""
 
-    def policy_step(self, stamp_ns: int, step: int, observation, action_raw, action_filtered=None, safety_state: str = "",
-                    safety_reason: str = "", episode: int = 0, input_ns: int = 0, compute_time_s: float = 0.0) -> None:
+    def policy_step(self, stamp_ns: int, step: int, observation, action_raw, action_filtered=None,
+                    safety_state: str = "", safety_reason: str = "", episode: int = 0, input_ns: int = 0,
+                    compute_time_s: float = 0.0) -> None:
         """Dropped."""
 
     def close(self, timeout_s: float = 0.0) -> dict[str, Any]:

@@ -274,10 +274,11 @@ class DeployRuntime:
             else:
                 self.safety.fault("non-finite policy output", now)
         command = self.safety.command(now, target, q, qd, check.measured_ok)
-        return StepResult(command, self.safety.state, self.safety.reason, self.tick, raw, obs, self.safety.stop_phase(now))
+        return StepResult(command, self.safety.state, self.safety.reason, self.tick, raw, obs,
+                          self.safety.stop_phase(now))
 
     def check_inputs(self, now: float) -> InputCheck:
-        """Judge every input at `now` (changes nothing): the verdict, the values to use and any lost e-stop heartbeat."""
+        """Judge every input at `now`, changing nothing: the verdict, the values to use, a lost e-stop heartbeat."""
         fault, waiting = self._check_joint_states(now)
         measured_ok = fault is None and waiting is None
         vectors: dict[str, np.ndarray] = {}
