@@ -633,6 +633,30 @@ def test_heartbeat_estop_stops_unless_false_keeps_arriving():
     assert rt.reset(now)[0]
 
 
+def test_checking_inputs_changes_nothing_and_the_step_result_says_what_a_node_publishes():
+    manifest = parse_manifest(arm_reach_manifest())
+    rt = DeployRuntime(manifest, SafetyCfg(ramp_time_s=0.0, input_rate_samples=0, estop_heartbeat_timeout_s=0.1),
+                       ignored_joints=["finger_left", "finger_right"], policy=ConstantPolicy(0.0))
+    now = 0.0
+    for _ in range(3):
+        feed(rt, now)
+        rt.set_estop(False, now)
+        result = rt.step(now)
+        now += DT
+    assert result.state is State.RUN and result.stop_phase is None
+    assert result.observation is not None and result.observation.shape == (manifest.obs_dim,)
+    now += 1.0  # the heartbeat is lost: the check says so, but only the step latches the e-stop
+    feed(rt, now)
+    check = rt.check_inputs(now)
+    assert not check.ready and "e-stop heartbeat lost" in check.estop_lost
+    assert rt.state is State.RUN and not rt.safety.estop_latched
+    assert set(check.vectors) == set(rt.vectors)
+    result = rt.step(now)
+    assert result.state is State.STOP and rt.safety.estop_latched
+    assert result.stop_phase == rt.safety.stop_phase(now) and result.stop_phase is not None
+    assert result.observation is None and result.raw_action is None
+
+
 def test_an_input_too_slow_for_the_stale_timeout_refuses_to_start_with_its_rate():
     manifest = parse_manifest(arm_reach_manifest())
     rt = DeployRuntime(manifest, SafetyCfg(ramp_time_s=0.0), ignored_joints=["finger_left", "finger_right"],

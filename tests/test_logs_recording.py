@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import errno
+import inspect
 import json
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import numpy as np
 import pytest
 
 from batonlab.deploy.bag_format import POLICY_STEP_TYPE
+from batonlab.deploy.null_recorder import NullRecorder
 from batonlab.deploy.recording import BagRecorder
 from batonlab.logs.bag_reader import open_bag
 
@@ -261,3 +263,18 @@ def test_existing_folder_is_refused(tmp_path):
     (tmp_path / "bag").mkdir()
     with pytest.raises(RecorderError, match="exists"):
         BagRecorder(tmp_path / "bag", META, JOINTS)
+
+
+def test_the_null_recorder_has_the_bag_recorders_interface_and_records_nothing():
+    public = {name for name in dir(BagRecorder) if not name.startswith("_") or name in ("__enter__", "__exit__")}
+    for name in public:
+        assert hasattr(NullRecorder, name), f"NullRecorder lacks {name}"
+        ours, theirs = getattr(NullRecorder, name), getattr(BagRecorder, name)
+        if inspect.isfunction(theirs):
+            assert list(inspect.signature(ours).parameters) == list(inspect.signature(theirs).parameters), name
+    assert BagRecorder.enabled and not NullRecorder.enabled
+    with NullRecorder() as rec:
+        rec.joint_state(0, [0.0], [0.0])
+        rec.policy_step(0, 1, np.zeros(3), np.zeros(2))
+        assert rec.ok and rec.pending == 0 and rec.status() == {}
+    assert rec.close() == {}

@@ -79,6 +79,9 @@ class BagRecorder:
         RecorderError: The folder exists or cannot be created, or the writer process did not start.
     """
 
+    enabled = True
+    """True: calls are recorded (`batonlab.deploy.null_recorder.NullRecorder.enabled` is False)."""
+
     def __init__(
         self,
         path: str | Path,

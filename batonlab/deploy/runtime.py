@@ -40,15 +40,22 @@ RATE_MARGIN = 0.8
 
 @dataclass
 class StepResult:
-    """The outcome of one control step."""
+    """The outcome of one control step: everything a node publishes, records or logs about it."""
 
     command: np.ndarray | None
     """Targets in `DeployRuntime.joint_names` order (policy joints, then held joints), or None: send nothing."""
     state: State
+    """The safety state after the step."""
     reason: str
+    """Why the robot is in `state` (or, when passive, why it does not start)."""
     tick: int
+    """Control steps since the runtime was made, this one included."""
     raw_action: np.ndarray | None
     """The policy output, when the policy ran."""
+    observation: np.ndarray | None = None
+    """The observation the policy read, when it ran (the builder's buffer: copy it to keep it)."""
+    stop_phase: str | None = None
+    """Phase of the stop in progress after the step (`SafetyFilter.stop_phase`), or None when not stopped."""
 
 
 @dataclass
@@ -63,6 +70,10 @@ class InputCheck:
     """Why a passive robot cannot start yet (an input never arrived, or arrives too irregularly)."""
     measured_ok: bool
     """Joint states are usable by the safety filter (torque clamp, hold pose)."""
+    vectors: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+    """The value each received sensor and command takes this step (a command's default where it timed out)."""
+    estop_lost: str | None = None
+    """Set when the e-stop heartbeat was lost: the e-stop latches, with this reason."""
 
 
 class DeployRuntime:
@@ -232,6 +243,7 @@ class DeployRuntime:
         if state is State.STOP:
             return False, f"stopped ({self.safety.reason}); call reset first"
         check = self.check_inputs(now)
+        self._apply_check(check, now)
         if not check.ready:
             return False, f"not starting: {check.fault or check.waiting}"
         self.safety.start()
@@ -243,6 +255,7 @@ class DeployRuntime:
         """One control period: check inputs, advance the state machine, run the policy, filter."""
         self.tick += 1
         check = self.check_inputs(now)
+        self._apply_check(check, now)
         before = self.safety.state
         q = self.inputs.joint_pos[: self.num_joints]
         qd = self.inputs.joint_vel[: self.num_joints]
@@ -251,26 +264,29 @@ class DeployRuntime:
             # A fresh start, like an episode reset in training: no past frames, no last action.
             self.observation.reset()
             self.inputs.last_action[:] = 0.0
-        target, raw = None, None
+        target, raw, obs = None, None, None
         if state in (State.RAMP, State.RUN):
-            raw = np.asarray(self.policy(self.observation.compute(self.inputs)), dtype=np.float32)
+            obs = self.observation.compute(self.inputs)
+            raw = np.asarray(self.policy(obs), dtype=np.float32)
             if np.isfinite(raw).all():
                 self.inputs.last_action[:] = raw
                 target = np.concatenate([self.actions(raw), self._held_targets])
             else:
                 self.safety.fault("non-finite policy output", now)
         command = self.safety.command(now, target, q, qd, check.measured_ok)
-        return StepResult(command, self.safety.state, self.safety.reason, self.tick, raw)
+        return StepResult(command, self.safety.state, self.safety.reason, self.tick, raw, obs,
+                          self.safety.stop_phase(now))
 
     def check_inputs(self, now: float) -> InputCheck:
-        """Judge every input at `now`; also applies command defaults and the e-stop heartbeat."""
+        """Judge every input at `now`, changing nothing: the verdict, the values to use, a lost e-stop heartbeat."""
         fault, waiting = self._check_joint_states(now)
         measured_ok = fault is None and waiting is None
+        vectors: dict[str, np.ndarray] = {}
         for slot in self.vectors.values():
             if slot.kind == "command" and slot.default is not None and (
                 slot.value is None or (slot.timeout_s is not None and now - slot.stamp > slot.timeout_s)
             ):
-                self.inputs.vectors[slot.name] = slot.default
+                vectors[slot.name] = slot.default
                 continue
             if slot.value is None:
                 waiting = waiting or f"never received {slot.kind} '{slot.name}'"
@@ -282,15 +298,23 @@ class DeployRuntime:
                     fault = fault or f"non-finite {slot.name}"
                 elif slot.pose and (problem := pose_problem(slot.value)) is not None:
                     fault = fault or f"bad {slot.name}: {problem}"
-            self.inputs.vectors[slot.name] = slot.value
-        fault = fault or self._check_estop_heartbeat(now)
-        if self.safety.state is State.PASSIVE and self.safety_cfg.input_rate_samples:
-            # Before a start, an input too slow for the timeout is the root cause of its staleness: say so.
+            vectors[slot.name] = slot.value
+        estop_lost, heartbeat_fault = self._check_estop_heartbeat(now)
+        fault = fault or heartbeat_fault
+        if self.safety.state is State.PASSIVE and estop_lost is None and self.safety_cfg.input_rate_samples:
+            # Before a start, an input too slow for the timeout is the root cause of its staleness: say so
+            # (not when the e-stop heartbeat was lost: that stops the robot).
             too_slow, measuring = self._check_rates()
             if too_slow is not None:
                 fault, waiting = None, too_slow
             waiting = waiting or measuring
-        return InputCheck(fault is None and waiting is None, fault, waiting, measured_ok)
+        return InputCheck(fault is None and waiting is None, fault, waiting, measured_ok, vectors, estop_lost)
+
+    def _apply_check(self, check: InputCheck, now: float) -> None:
+        """The state changes a check calls for: store the input values the observation reads, latch a lost e-stop."""
+        self.inputs.vectors.update(check.vectors)
+        if check.estop_lost is not None:
+            self.safety.set_estop(True, now, check.estop_lost)
 
     def status(self, now: float) -> dict:
         """Values for diagnostics: state, reason, input ages [s], e-stop."""
@@ -340,18 +364,18 @@ class DeployRuntime:
                         "(send velocities, or enable velocity_from_positions)"), None
         return None, None
 
-    def _check_estop_heartbeat(self, now: float) -> str | None:
+    def _check_estop_heartbeat(self, now: float) -> tuple[str | None, str | None]:
+        """(lost, fault): `lost` is set when the heartbeat stopped (the e-stop must latch)."""
         timeout = self.safety_cfg.estop_heartbeat_timeout_s
         if timeout is None:
-            return None
+            return None, None
         if self._estop_heartbeat is None:
-            return f"waiting for the e-stop heartbeat (estop=false at least every {timeout * 1e3:.0f} ms)"
+            return None, f"waiting for the e-stop heartbeat (estop=false at least every {timeout * 1e3:.0f} ms)"
         age = now - self._estop_heartbeat
         if age > timeout:
             reason = f"e-stop heartbeat lost (no estop=false for {age * 1e3:.0f} ms)"
-            self.safety.set_estop(True, now, reason)
-            return reason
-        return None
+            return reason, reason
+        return None, None
 
     def _check_rates(self) -> tuple[str | None, str | None]:
         """(too slow, still measuring): inputs whose ordinary gaps would trip the watchdog are refused."""

@@ -58,6 +58,9 @@ log = logging.getLogger("batonlab.deploy")
 STOP_BEHAVIORS = ("hold_then_damp", "hold", "damp", "crouch")
 """What a stopped robot does; see the module docstring."""
 
+DEFAULT_ESTOP_HEARTBEAT_TIMEOUT_S = 0.2
+"""The heartbeat timeout a node uses when its e-stop is a heartbeat and none is set [s]."""
+
 
 class State(str, enum.Enum):
     PASSIVE = "passive"

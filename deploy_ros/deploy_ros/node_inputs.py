@@ -109,7 +109,7 @@ class PolicyInputs:
         self._subscribe("imu", Imu, p["imu_topic"], self._on_imu)
         self._subscribe("estop", Bool, p["estop_topic"], self._on_estop)
         self._subscribe("cmd_vel", Twist, p["cmd_vel_topic"], self._on_cmd_vel)
-        if recorder is not None:
+        if recorder.enabled:
             from nav_msgs.msg import Odometry
 
             # Recorded only: taken with the inputs, but not watched (the policy does not need it).
@@ -204,16 +204,13 @@ class PolicyInputs:
         except InputError as err:
             self.node.get_logger().warning(f"dropped joint_states: {err}", throttle_duration_sec=1.0)
         self.joint_stamp_ns = measured_ns
-        if self.recorder is not None:
-            self.recorder.joint_state(self._log_ns(), msg.position, msg.velocity, msg.effort, names=tuple(msg.name),
-                                      header_ns=self.joint_stamp_ns)
+        self.recorder.joint_state(self._log_ns(), msg.position, msg.velocity, msg.effort, names=tuple(msg.name),
+                                  header_ns=self.joint_stamp_ns)
 
     def _vector_callback(self, name: str):
-        record = None
         slot = self.runtime.vectors[name]
-        if self.recorder is not None:
-            record = self.recorder.task_command if slot.kind == "command" else (
-                self.recorder.sensor_pose if slot.pose else self.recorder.sensor)
+        record = self.recorder.task_command if slot.kind == "command" else (
+            self.recorder.sensor_pose if slot.pose else self.recorder.sensor)
 
         def callback(msg, info=None) -> None:
             values = msg_to_vector(msg)
@@ -222,16 +219,14 @@ class PolicyInputs:
                     self.node.get_logger().warning(f"rejected non-finite {name}", throttle_duration_sec=1.0)
             except InputError as err:
                 self.node.get_logger().warning(f"dropped {name}: {err}", throttle_duration_sec=1.0)
-            if record is not None:
-                header = getattr(msg, "header", None)
-                record(name, self._log_ns(), values, frame_id=header.frame_id if header is not None else "",
-                       header_ns=stamp_ns(header) if header is not None else None)
+            header = getattr(msg, "header", None)
+            record(name, self._log_ns(), values, frame_id=header.frame_id if header is not None else "",
+                   header_ns=stamp_ns(header) if header is not None else None)
         return callback
 
     def _on_cmd_vel(self, msg: Twist, info=None) -> None:
-        if self.recorder is not None:
-            self.recorder.twist(self._log_ns(), (msg.linear.x, msg.linear.y, msg.linear.z),
-                                (msg.angular.x, msg.angular.y, msg.angular.z))
+        self.recorder.twist(self._log_ns(), (msg.linear.x, msg.linear.y, msg.linear.z),
+                            (msg.angular.x, msg.angular.y, msg.angular.z))
         if not self.cmd_vel_command:
             return
         if not self.runtime.set_vector(self.cmd_vel_command, self._twist_to_values(msg), self._arrival(info)):
@@ -254,10 +249,9 @@ class PolicyInputs:
             if not finite and name not in self._imu_non_finite:  # logged once per episode of bad readings
                 self.node.get_logger().error(f"non-finite imu {source.split('.')[1]} {list(values)} ({name})")
             (self._imu_non_finite.discard if finite else self._imu_non_finite.add)(name)
-        if self.recorder is not None:
-            o, w, a = msg.orientation, msg.angular_velocity, msg.linear_acceleration
-            self.recorder.imu(self._log_ns(), (o.w, o.x, o.y, o.z), (w.x, w.y, w.z), (a.x, a.y, a.z),
-                              frame_id=msg.header.frame_id, header_ns=stamp_ns(msg.header))
+        o, w, a = msg.orientation, msg.angular_velocity, msg.linear_acceleration
+        self.recorder.imu(self._log_ns(), (o.w, o.x, o.y, o.z), (w.x, w.y, w.z), (a.x, a.y, a.z),
+                          frame_id=msg.header.frame_id, header_ns=stamp_ns(msg.header))
 
     def _on_odom(self, msg, info=None) -> None:
         pose, twist = msg.pose.pose, msg.twist.twist

@@ -6,7 +6,9 @@ checks that refuse a bad setting before anything is commanded (`RefusedToStart`,
 reader can see what the node accepts without reading the control step. Parameters the node declares
 per manifest entry are declared where they are used: `stop_pose.<joint>` here, `command_topics.<I>`
 and `command_joint_orders.<I>` in `deploy_ros.command_outputs`, `sensor_topics.<name>` and
-`task_command_topics.<name>` in `deploy_ros.node_inputs`.
+`task_command_topics.<name>` in `deploy_ros.node_inputs`. The safety parameters (names, defaults,
+descriptions) are generated from `SafetyCfg` (`batonlab.deploy.safety_params`); config/policy_node.yaml
+is checked against them (tests/test_deploy_safety_params.py).
 
 cmd_vel. Its Twist maps onto a manifest command by field name (lin_vel_x ← linear.x, lin_vel_y ←
 linear.y, ang_vel_z ← angular.z, …, `deploy_ros.messages.twist_to_command`); fields a Twist cannot
@@ -21,7 +23,8 @@ from __future__ import annotations
 import numpy as np
 from rcl_interfaces.msg import ParameterDescriptor
 
-from batonlab.deploy import ManifestError, PlausibilityCfg, SafetyCfg, load_manifest
+from batonlab.deploy import ManifestError, SafetyCfg, load_manifest
+from batonlab.deploy.safety_params import SAFETY_PARAMETERS, safety_cfg_from_params
 from deploy_ros.messages import TWIST_FIELDS, twist_to_command, twist_to_vector
 
 PARAMETERS = {
@@ -42,27 +45,10 @@ PARAMETERS = {
     "ignored_joints": [""],  # robot joints the policy does not use (gripper, head …)
     "cmd_vel_command": "auto",  # manifest command fed by cmd_vel; auto: the one with a lin_vel_x field; "": none
     "cmd_vel_timeout_s": 0.5,  # cmd_vel falls back to the command's default after this
-    "ramp_time_s": 2.0,
-    "stale_timeout_s": 0.0,  # 0: two control periods, at least 25 ms
-    "max_joint_velocity": 3.0,  # rate limit of position targets [rad/s]
-    "max_velocity_command": 0.0,  # velocity targets within ± this [rad/s]; 0: the manifest's control range alone
-    "max_acceleration": 400.0,  # velocity targets change at most this fast while running [rad/s²]
-    "stop_deceleration": 20.0,  # stopped: velocity targets ramp to zero at this rate [rad/s²]
-    "position_margin": 0.0,
-    "torque_limit_scale": 1.0,
-    "stop_behavior": "",  # hold_then_damp | hold | damp | crouch; "": the robot's (the manifest's stop)
-    "stop_time_s": 0.0,  # crouch: time to reach the stop pose [s]; 0: the manifest's
+    # The safety filter: one parameter per SafetyCfg field (0.0 or "" where the field's default is None);
     # stop_pose.<joint>: crouch target of a position joint [rad or m], over the manifest's stop pose (declared per joint)
-    "stop_hold_time_s": 3.0,
-    "stop_hold_torque_scale": 0.5,
+    **{param.name: param.default for param in SAFETY_PARAMETERS},
     "estop_mode": "latch",  # latch (true stops) | heartbeat (stop unless false arrives every estop_heartbeat_timeout_s)
-    "estop_heartbeat_timeout_s": 0.2,
-    "sensor_range_tolerance": 0.1,  # joint readings this far outside their limits are sensor faults [rad or m]
-    "sensor_max_joint_speed": 50.0,  # faster readings (or jumps implying more) are sensor faults [rad/s or m/s]
-    "sensor_jump_tolerance": 0.05,
-    "velocity_from_positions": False,  # estimate joint velocities by finite differences if the robot sends none
-    "input_rate_samples": 8,  # input gaps measured before a start (0: no input-rate check)
-    "auto_start": True,
     "diagnostics_rate_hz": 2.0,
     "graph_check_rate_hz": 1.0,  # how often publishers on the input topics are checked
     "realtime_priority": 0,  # 1-99: run the node's threads under SCHED_FIFO at this priority (0: normal scheduling)
@@ -73,6 +59,9 @@ PARAMETERS = {
 }
 """Parameters and their defaults (config/policy_node.yaml documents them for a robot)."""
 
+DESCRIPTIONS = {param.name: param.description for param in SAFETY_PARAMETERS}
+"""Descriptions declared with the parameters: the safety parameters', from `SafetyCfg`'s field docstrings."""
+
 
 class RefusedToStart(RuntimeError):
     """The node cannot run this policy on this robot (bad manifest, joint mismatch, bad output configuration)."""
@@ -80,7 +69,8 @@ class RefusedToStart(RuntimeError):
 
 def declare_parameters(node) -> dict:
     """Every parameter of `PARAMETERS` declared on `node`, by name; empty strings dropped from the joint lists."""
-    p = {name: node.declare_parameter(name, default).value for name, default in PARAMETERS.items()}
+    p = {name: node.declare_parameter(name, default, ParameterDescriptor(description=DESCRIPTIONS.get(name, ""))).value
+         for name, default in PARAMETERS.items()}
     for key in ("command_joint_order", "ignored_joints"):
         p[key] = [s for s in p[key] if s]
     return p
@@ -108,19 +98,7 @@ def safety_cfg(node, p: dict, manifest) -> SafetyCfg:
     if p["estop_mode"] not in ("latch", "heartbeat"):
         raise RefusedToStart(f"estop_mode must be 'latch' or 'heartbeat', got '{p['estop_mode']}'")
     try:
-        return SafetyCfg(
-            ramp_time_s=p["ramp_time_s"], stale_timeout_s=p["stale_timeout_s"] or None,
-            max_joint_velocity=p["max_joint_velocity"], max_velocity_command=p["max_velocity_command"] or None,
-            max_acceleration=p["max_acceleration"], stop_deceleration=p["stop_deceleration"],
-            position_margin=p["position_margin"], torque_limit_scale=p["torque_limit_scale"],
-            stop_behavior=p["stop_behavior"] or None, stop_pose=stop_pose(node, manifest),
-            stop_time_s=p["stop_time_s"] or None,
-            stop_hold_time_s=p["stop_hold_time_s"], stop_hold_torque_scale=p["stop_hold_torque_scale"],
-            auto_start=p["auto_start"],
-            estop_heartbeat_timeout_s=p["estop_heartbeat_timeout_s"] if p["estop_mode"] == "heartbeat" else None,
-            plausibility=PlausibilityCfg(p["sensor_range_tolerance"], p["sensor_max_joint_speed"], p["sensor_jump_tolerance"]),
-            velocity_from_positions=p["velocity_from_positions"], input_rate_samples=p["input_rate_samples"],
-        )
+        return safety_cfg_from_params(p, p["estop_mode"] == "heartbeat", stop_pose(node, manifest))
     except ValueError as err:
         raise RefusedToStart(str(err)) from None
 

@@ -6,8 +6,9 @@ it came from, the control period, the clock), so what a bag must carry is kept i
 With `record:=true`, a rosbag2 (MCAP) bag in `record_dir` holds the received inputs, every policy
 step (observation, raw and filtered action, safety state) and the commands sent
 (`batonlab.deploy.recording`). A separate writer process serialises and writes; if writing fails
-(disk full) the node logs it, reports it in diagnostics and keeps controlling. The recorder is
-imported only when recording.
+(disk full) the node logs it, reports it in diagnostics and keeps controlling. Without `record:=true`
+(or when the bag cannot be created) the node's recorder is a `NullRecorder`, which drops every call;
+the bag writer is imported only when recording.
 
 Only batonlab.deploy, rclpy and message packages are imported: no torch, no mujoco.
 """
@@ -17,9 +18,14 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from batonlab.deploy.null_recorder import NullRecorder
+
 
 def open_recorder(node, p: dict, manifest, control_dt: float, use_sim_time: bool, command_joint_order):
-    """A `BagRecorder` in `record_dir`, or None (logged) if the bag cannot be created: the policy runs anyway."""
+    """With `record:=true`, a `BagRecorder` in `record_dir`; else, or (logged) if the bag cannot be created, a
+    `NullRecorder`: the policy runs anyway."""
+    if not p["record"]:
+        return NullRecorder()
     from batonlab.deploy.manifest import sha256_file
     from batonlab.deploy.recording import BagRecorder, RecorderError
 
@@ -41,6 +47,6 @@ def open_recorder(node, p: dict, manifest, control_dt: float, use_sim_time: bool
         recorder = BagRecorder(path, metadata, manifest.joint_names, command_joint_order, topics)
     except RecorderError as err:
         node.get_logger().error(f"recording disabled: {err}; the policy runs without it")
-        return None
+        return NullRecorder()
     node.get_logger().info(f"recording to {path}")
     return recorder

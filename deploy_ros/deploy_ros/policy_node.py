@@ -43,6 +43,7 @@ from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
 from batonlab.deploy import DeployRuntime, ManifestError, State
+from batonlab.deploy.null_recorder import NullRecorder
 from batonlab.deploy.timing import LoopTiming, freeze_startup_objects, use_realtime_priority
 from deploy_ros.command_outputs import CommandOutputs
 from deploy_ros.node_inputs import PolicyInputs
@@ -55,6 +56,9 @@ __all__ = ["PolicyNode", "RefusedToStart", "main"]
 
 class PolicyNode(Node):
     """The node: parameters, inputs, outputs and the bag wired around one `DeployRuntime`, stepped by a timer."""
+
+    recorder = NullRecorder()
+    """The bag (`deploy_ros.node_recording.open_recorder`); nothing is recorded until it is opened."""
 
     def __init__(self, **kwargs):
         super().__init__("policy_node", **kwargs)
@@ -86,8 +90,7 @@ class PolicyNode(Node):
         self._reported_reason = ""
 
         # Recording (before the subscriptions, whose callbacks record).
-        self.recorder = (open_recorder(self, p, manifest, self.period_s, self.use_sim_time, self.commands.joint_order)
-                         if p["record"] else None)
+        self.recorder = open_recorder(self, p, manifest, self.period_s, self.use_sim_time, self.commands.joint_order)
         self._record_failure_reported = False
 
         # Publishers.
@@ -136,8 +139,8 @@ class PolicyNode(Node):
             self.refused.set_result(reason)
 
     def destroy_node(self):
-        if getattr(self, "recorder", None) is not None:
-            status, self.recorder = self.recorder.close(), None
+        status, self.recorder = self.recorder.close(), NullRecorder()
+        if status:  # a bag was open
             print(f"[policy_node] recording closed: {status['recording']}, {status['recording_written']} messages, "
                   f"{status['recording_dropped']} dropped, error: {status['recording_error']}", file=sys.stderr, flush=True)
         return super().destroy_node()
@@ -170,15 +173,14 @@ class PolicyNode(Node):
             self.commands.publish(result.command)
         compute_s = time.perf_counter() - start
         self.timing.done(compute_s)
-        if self.recorder is not None:
-            self._record_step(result, compute_s)
+        self._record_step(result, compute_s)
         if result.state is State.PASSIVE:
             self._report_waiting(result.reason)
-        phase = self.runtime.safety.stop_phase(now)
+        phase = result.stop_phase
         if phase != self._stop_phase:
             if phase is not None and self._stop_phase is not None:  # within a stop (entering it is a transition)
                 self.get_logger().info(f"stop: {self._stop_phase} -> {phase}")
-                self._publish_state(State.STOP.value, self.runtime.safety.reason)
+                self._publish_state(State.STOP.value, result.reason)
             self._stop_phase = phase
         if late_s > 0.5 * self.period_s:
             self.get_logger().warning(f"control loop overrun: this step came {late_s * 1e3:.0f} ms late "
@@ -208,10 +210,10 @@ class PolicyNode(Node):
     def _record_step(self, result, compute_time_s: float) -> None:
         """The step's observation, raw action and filtered command (enqueued; written by the recorder's thread)."""
         stamp = self._log_ns()
-        ran = result.raw_action is not None
         if result.command is not None:
             self.recorder.joint_command(stamp, result.command[self.commands.record_index])
-        self.recorder.policy_step(stamp, result.tick, self.runtime.observation.obs if ran else (), result.raw_action,
+        obs = result.observation if result.observation is not None else ()
+        self.recorder.policy_step(stamp, result.tick, obs, result.raw_action,
                                   result.command, result.state.value, result.reason, input_ns=self.inputs.joint_stamp_ns,
                                   compute_time_s=compute_time_s)
         self._check_recorder()
@@ -249,12 +251,11 @@ class PolicyNode(Node):
     def _publish_diagnostics(self, now: float) -> None:
         status = self._status(now)
         status.update(self.timing.stats())
-        if getattr(self, "recorder", None) is not None:
-            status.update(self.recorder.status())
+        status.update(self.recorder.status())
         state = self.runtime.state
         level = {State.RUN: DiagnosticStatus.OK, State.STOP: DiagnosticStatus.ERROR}.get(state, DiagnosticStatus.WARN)
         message = f"{state.value}: {self.runtime.safety.reason}"
-        if getattr(self, "recorder", None) is not None and not self.recorder.ok:
+        if not self.recorder.ok:
             message += f"; recording stopped: {self.recorder.error}"
         node = DiagnosticStatus(level=level, name=f"{self.get_name()}: {self.manifest.task}", hardware_id="batonlab.deploy",
                                 message=message)
