@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import mujoco
 import pytest
 import torch
+from batonlab.env.cfg import TaskCfg
 from batonlab.env.env import BatonEnv
 from batonlab.tasks import make_task_cfg
 
@@ -33,13 +35,24 @@ def pendulum_model() -> mujoco.MjModel:
     return mujoco.MjModel.from_xml_string(PENDULUM_XML)
 
 
-def make_reach_env(num_envs: int = 8, seed: int = 0, play: bool = False, **overrides) -> BatonEnv:
-    cfg = make_task_cfg("arm_reach", play=play)
+def make_env(task: str, num_envs: int = 8, seed: int | None = None, play: bool = False, robot=None,
+             edit: Callable[[TaskCfg], None] | None = None, **overrides) -> BatonEnv:
+    """The one env factory of the tests: `task`'s config with `num_envs`, `seed` (None: the task's),
+    top-level `overrides` and an optional `edit(cfg)` applied, built on the default backend."""
+    cfg = make_task_cfg(task, play=play, robot=None if robot is None else str(robot))
     cfg.num_envs = num_envs
-    cfg.seed = seed
+    if seed is not None:
+        cfg.seed = seed
     for key, value in overrides.items():
         setattr(cfg, key, value)
+    if edit is not None:
+        edit(cfg)
     return BatonEnv(cfg)
+
+
+def make_reach_env(num_envs: int = 8, seed: int = 0, play: bool = False, **overrides) -> BatonEnv:
+    """arm_reach through `make_env`."""
+    return make_env("arm_reach", num_envs, seed, play, **overrides)
 
 
 @pytest.fixture

@@ -23,6 +23,7 @@ from batonlab.robots.arm6 import ARM_JOINTS, EE_SITE
 from batonlab.robots.assets import compile_spec
 from batonlab.tasks import make_task_cfg
 from batonlab.tasks.arm_door import DOOR_POS, OPEN_ANGLE
+from conftest import make_env as make_task_env
 
 BLOCKED = 0.05
 """A latched door moves less than this [rad] (the bolt has 2 mm of play before the strike: ~0.006 rad)."""
@@ -47,12 +48,11 @@ def drive(model: mujoco.MjModel, data: mujoco.MjData, seconds: float, hinge_torq
 
 
 def make_env(backend: str = "mujoco", num_envs: int = 4, **privilege_params) -> BatonEnv:
-    cfg = make_task_cfg("arm_door")
-    cfg.num_envs = num_envs
-    cfg.sim.backend = backend
-    cfg.sim.num_threads = 1
-    cfg.privileges["hinge_assist"].params.update(privilege_params)
-    return BatonEnv(cfg)
+    def edit(cfg):
+        cfg.sim.backend, cfg.sim.num_threads = backend, 1
+        cfg.privileges["hinge_assist"].params.update(privilege_params)
+
+    return make_task_env("arm_door", num_envs, edit=edit)
 
 
 def kick_peak_angle(env: BatonEnv, level: float, speed: float = 4.0, steps: int = 25) -> torch.Tensor:

@@ -22,7 +22,8 @@ from batonlab.rl import checkpoint
 from batonlab.rl.distillation import restore_distillation_cfg, teacher_cfg_from_run
 from batonlab.rl.runner import BatonRunner
 from batonlab.rl.vecenv import RslRlVecEnv
-from batonlab.tasks import make_agent_cfg, make_task_cfg
+from batonlab.tasks import make_agent_cfg
+from conftest import make_env
 
 TINY = ["env.num_envs=32", "agent.num_steps_per_env=8", "progress=false", "eval_episodes=0"]
 DISTIL = "agent.algorithm.class_name=Distillation"
@@ -54,10 +55,7 @@ def _teacher_agent(teacher_run: Path):
 
 
 def _env(num_envs: int = 32, play: bool = False) -> BatonEnv:
-    cfg = make_task_cfg("arm_lift", play=play)
-    cfg.num_envs = num_envs
-    cfg.seed = 0
-    return BatonEnv(cfg)
+    return make_env("arm_lift", num_envs, seed=0, play=play)
 
 
 def test_distil_resume_play_export(teacher_run, tmp_path, capsys):

@@ -22,6 +22,7 @@ from batonlab.robots.description import RobotDescriptionError
 from batonlab.tasks import TaskRobotError, get_task, list_tasks, make_task_cfg
 from batonlab.tasks.arm_reach import TARGET_BOX_B
 from robot_files import ARM_JOINTS, tool_position, write_urdf_arm
+from conftest import make_env
 
 URDF_JOINTS = tuple(j["name"] for j in ARM_JOINTS)
 ARM6_YAML = asset_path("arm6", "arm6.yaml")
@@ -47,9 +48,7 @@ def urdf_arm(tmp_path) -> Path:
 
 
 def _env(task: str, robot=None, num_envs: int = 4, play: bool = False, seed: int = 0) -> BatonEnv:
-    cfg = make_task_cfg(task, play=play, robot=None if robot is None else str(robot))
-    cfg.num_envs, cfg.seed = num_envs, seed
-    return BatonEnv(cfg)
+    return make_env(task, num_envs, seed, play, robot)
 
 
 # The task.

@@ -14,11 +14,10 @@ from batonlab.robots import wheel_legged as wl
 from batonlab.robots.arm6 import ARM_JOINTS
 from batonlab.tasks import make_task_cfg
 from batonlab.tasks.wl_loco_manip import ARM_ACTION_SCALE, EE_COMMAND, EE_SENSOR, SHELL_RADIUS, TARGET_LIMITS
+from conftest import make_env as make_task_env
 
 def make_env(num_envs: int = 8) -> BatonEnv:
-    cfg = make_task_cfg("wl_loco_manip", play=True)
-    cfg.num_envs = num_envs
-    return BatonEnv(cfg)
+    return make_task_env("wl_loco_manip", num_envs, play=True)
 
 
 @pytest.fixture(scope="module")
