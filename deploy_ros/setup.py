@@ -21,13 +21,12 @@ setup(
     zip_safe=True,
     maintainer="batonlab",
     maintainer_email="batonlab@example.com",
-    description="batonlab policies as ROS 2 nodes (policy_node, sim_robot_node).",
+    description="batonlab policies as ROS 2 nodes (policy_node).",
     license="BSD-3-Clause",
     extras_require={"test": ["pytest"]},
     entry_points={
         "console_scripts": [
             "policy_node = deploy_ros.policy_node:main",
-            "sim_robot_node = deploy_ros.sim_robot_node:main",
         ],
     },
 )

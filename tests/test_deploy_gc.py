@@ -18,7 +18,7 @@ from ros.nodes import new_domain_id  # noqa: E402
 
 PROBE = """
 import gc, json, time
-from deploy_ros.sim_robot import SimRobot
+from batonlab.sim2sim.robot import SimRobot
 from batonlab.deploy.timing import freeze_startup_objects
 
 robot = SimRobot("arm_reach", seed=0)

@@ -440,18 +440,19 @@ def test_no_spurious_stops_with_every_core_busy(tmp_path):
         assert not spurious, f"stops the robot does not explain (its largest gap under 80 % of the timeout): {spurious}"
 
 
-def test_colcon_build_and_test_of_deploy_ros(tmp_path):
+def test_colcon_build_and_test_of_deploy_ros_and_sim2sim_ros(tmp_path):
+    """Both ament packages build and test with colcon; the robot's, deploy_ros, imports neither torch nor mujoco."""
     colcon = shutil.which("colcon") or str(Path(sys.executable).with_name("colcon"))
     if not Path(colcon).exists():
         # CI installs colcon through scripts/setup.sh, so a missing colcon there is a failure, not a skip.
         message = "colcon is not installed (scripts/setup.sh installs colcon-core and colcon-ros)"
         pytest.fail(message) if os.environ.get("CI") else pytest.skip(message)
-    from batonlab.cli.deploy import DEPLOY_ROS_DIR, ros_environment
+    from batonlab.cli.deploy import DEPLOY_ROS_DIR, SIM2SIM_ROS_DIR, ros_environment
 
     env = ros_environment(new_domain_id())
     env["PYTHONPATH"] = ""  # the built package, not the source tree
     base = [colcon, "--log-base", str(tmp_path / "log")]
-    paths = ["--base-paths", str(DEPLOY_ROS_DIR), "--build-base", str(tmp_path / "build"),
+    paths = ["--base-paths", str(DEPLOY_ROS_DIR), str(SIM2SIM_ROS_DIR), "--build-base", str(tmp_path / "build"),
              "--install-base", str(tmp_path / "install")]
     results_dir = str(tmp_path / "test_results")
 
@@ -463,10 +464,23 @@ def test_colcon_build_and_test_of_deploy_ros(tmp_path):
     colcon_run("build", *paths)
     install = tmp_path / "install" / "deploy_ros"
     share = install / "share" / "deploy_ros"
-    assert (share / "package.xml").is_file() and (share / "launch" / "sim_to_sim.launch.py").is_file()
+    assert (share / "package.xml").is_file() and (share / "launch" / "policy.launch.py").is_file()
     assert (share / "config" / "fastdds_loopback.xml").is_file() and (share / "config" / "policy_node.yaml").is_file()
     assert (install / "lib" / "deploy_ros" / "policy_node").is_file()
-    assert (install / "lib" / "deploy_ros" / "sim_robot_node").is_file()
+    assert not (install / "lib" / "deploy_ros" / "sim_robot_node").exists()
+    sim_install = tmp_path / "install" / "sim2sim_ros"
+    assert (sim_install / "share" / "sim2sim_ros" / "launch" / "sim_to_sim.launch.py").is_file()
+    assert (sim_install / "share" / "sim2sim_ros" / "config" / "sim_to_sim.yaml").is_file()
+    assert (sim_install / "lib" / "sim2sim_ros" / "sim_robot_node").is_file()
+    # The robot's package, as colcon installed it, pulls in no training stack.
+    (site,) = install.glob("lib/python3*/site-packages")
+    probe = ("import sys, deploy_ros.policy_node; "
+             "heavy = sorted(m for m in ('torch', 'mujoco') if m in sys.modules); "
+             "assert not heavy, heavy; assert deploy_ros.policy_node.__file__.startswith(sys.argv[1]), "
+             "deploy_ros.policy_node.__file__")
+    imported = subprocess.run([sys.executable, "-c", probe, str(site)], env={**env, "PYTHONPATH": str(site)},
+                              capture_output=True, text=True, timeout=60)
+    assert imported.returncode == 0, imported.stderr
     colcon_run("test", *paths, "--test-result-base", results_dir)
     summary = colcon_run("test-result", "--test-result-base", results_dir, "--verbose").strip().splitlines()[-1]
     assert "0 errors, 0 failures" in summary and not summary.startswith("Summary: 0 tests"), summary

@@ -2,7 +2,7 @@
 """Record and replay the wheel-legged robot: a `policy_node`-style bag of `wl_velocity` with odometry.
 
 The bag is written the way `policy_node` writes it while `sim_robot_node` plays the robot: the sim
-robot (`deploy_ros.sim_robot.SimRobot`) steps one physics step at a time and its joint states, IMU and
+robot (`batonlab.sim2sim.robot.SimRobot`) steps one physics step at a time and its joint states, IMU and
 odometry (REP-105: twist in the base frame) are recorded at the physics rate; once per control period
 a policy acts on the observation (the env's own, in-process) and the robot's command vector (leg
 positions, wheel velocities, then the held arm's targets) is recorded as joint commands and a policy
@@ -41,7 +41,7 @@ from tests.ros.exports import make_export
 
 if str(DEPLOY_ROS_DIR) not in sys.path:
     sys.path.insert(0, str(DEPLOY_ROS_DIR))
-from deploy_ros.sim_robot import SimRobot  # noqa: E402
+from batonlab.sim2sim.robot import SimRobot  # noqa: E402
 
 TASK = "wl_velocity"
 SEED = 1

@@ -129,7 +129,7 @@ def test_sim_robot_runs_reach_over_the_urdf_arm(urdf_arm):
     and ends episodes as play does."""
     from ros.training import SimRobot, hold_still, play_on_seeds, sim_robot_on_seeds
 
-    from deploy_ros.sim_robot import ConfigError
+    from batonlab.sim2sim.robot import ConfigError
 
     robot = SimRobot("reach", robot=str(urdf_arm))
     try:

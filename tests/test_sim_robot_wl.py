@@ -32,7 +32,7 @@ from ros.nodes import DdsPeer
 
 if str(DEPLOY_ROS_DIR) not in sys.path:
     sys.path.insert(0, str(DEPLOY_ROS_DIR))
-from deploy_ros.sim_robot import SimRobot  # noqa: E402
+from batonlab.sim2sim.robot import SimRobot  # noqa: E402
 
 TASK = "wl_velocity"
 POSITION_JOINTS = [*wl.LEG_JOINTS, *wl.arm_joints()]

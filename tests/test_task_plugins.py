@@ -152,7 +152,7 @@ def test_import_path_contract(tmp_path, monkeypatch):
         get_task("no_such_pkg.tasks:make_cfg")
 
     monkeypatch.syspath_prepend(str(ROOT / "deploy_ros"))
-    from deploy_ros.sim_robot import SimRobot
+    from batonlab.sim2sim.robot import SimRobot
 
     threads = torch.get_num_threads()
     try:

@@ -9,7 +9,7 @@
 A checkpoint (`model_*.pt`) or a run folder is exported first (next to it, in `exported/`). Every
 export is dry-run before it is called deployable: the robot-side runtime loads the ONNX file and
 runs a few control steps at the default pose (`batonlab.deploy.dry_run`). The two nodes run as
-child processes, like `ros2 launch deploy_ros sim_to_sim.launch.py` would start them, their output
+child processes, like `ros2 launch sim2sim_ros sim_to_sim.launch.py` would start them, their output
 in log files of the export's `sim_to_sim/` folder; a node that exits early stops the run with its
 reason. They end with this command, even when it is killed; Ctrl-C or SIGTERM stops them, prints the
 summary of the episodes done (the results file keeps it) and exits 130. This needs rclpy
@@ -33,9 +33,13 @@ from batonlab.deploy.recording import CLOSE_TIMEOUT_S
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEPLOY_ROS_DIR = REPO_ROOT / "deploy_ros"
-"""The ament package in this checkout (its python module is run in place when it is not installed)."""
+"""The robot's ament package in this checkout (its python module is run in place when it is not installed)."""
+SIM2SIM_ROS_DIR = REPO_ROOT / "sim2sim_ros"
+"""The simulator-as-robot ament package in this checkout (run in place like deploy_ros)."""
+NODE_PACKAGES = {"policy_node": "deploy_ros", "sim_robot_node": "sim2sim_ros"}
+"""The ROS package of each node."""
 LOOPBACK_PROFILE = DEPLOY_ROS_DIR / "config" / "fastdds_loopback.xml"
-SIM_CONFIG = DEPLOY_ROS_DIR / "config" / "sim_to_sim.yaml"
+SIM_CONFIG = SIM2SIM_ROS_DIR / "config" / "sim_to_sim.yaml"
 NODE_STOP_TIMEOUT_S = CLOSE_TIMEOUT_S + 10.0
 """How long a node gets after SIGINT before SIGTERM [s]: policy_node's bag close bound, and rclpy's shutdown."""
 
@@ -49,14 +53,17 @@ def ros_environment(domain_id: int, loopback: bool = True, base: dict | None = N
         env["FASTDDS_DEFAULT_PROFILES_FILE"] = str(LOOPBACK_PROFILE)
         env["FASTRTPS_DEFAULT_PROFILES_FILE"] = str(LOOPBACK_PROFILE)
         env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(DEPLOY_ROS_DIR), env.get("PYTHONPATH", "")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(DEPLOY_ROS_DIR), str(SIM2SIM_ROS_DIR),
+                                                    env.get("PYTHONPATH", "")) if p)
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
 
 def node_command(node: str, params_files=(), params: dict | None = None) -> list[str]:
-    """`python -m deploy_ros.<node> --ros-args ...` with parameter files and `-p name:=value` overrides."""
-    cmd = [sys.executable, "-m", f"deploy_ros.{node}", "--ros-args"]
+    """`python -m <package>.<node> --ros-args ...` with parameter files and `-p name:=value` overrides."""
+    if node not in NODE_PACKAGES:
+        raise ValueError(f"unknown node '{node}'; nodes: {sorted(NODE_PACKAGES)}")
+    cmd = [sys.executable, "-m", f"{NODE_PACKAGES[node]}.{node}", "--ros-args"]
     for f in params_files:
         cmd += ["--params-file", str(f)]
     for name, value in (params or {}).items():

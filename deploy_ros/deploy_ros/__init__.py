@@ -1,2 +1,2 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""ROS 2 nodes over `batonlab.deploy`: `policy_node` (robot side) and `sim_robot_node` (simulator side)."""
+"""ROS 2 nodes over `batonlab.deploy`: `policy_node`, the robot's; it imports neither torch nor mujoco."""

@@ -20,7 +20,7 @@ from batonlab.tasks import make_task_cfg
 
 if str(DEPLOY_ROS_DIR) not in sys.path:
     sys.path.insert(0, str(DEPLOY_ROS_DIR))
-from deploy_ros.sim_robot import SimRobot, mean_speed_error, seed_episode, velocity_command  # noqa: E402
+from batonlab.sim2sim.robot import SimRobot, mean_speed_error, seed_episode, velocity_command  # noqa: E402
 
 
 @dataclass

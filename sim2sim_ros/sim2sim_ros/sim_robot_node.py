@@ -1,89 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """`sim_robot_node`: a task's MuJoCo scene as a ROS 2 robot, for sim-to-sim over real ROS 2.
 
-Publishes at the physics rate (one message of each per physics step, on a steady-clock timer):
-
-- joint_states (sensor_msgs/JointState): every 1-DoF joint of the scene, position and velocity;
-- imu (sensor_msgs/Imu, REP-145): with the scene's IMU sensors when the policy reads them (for the
-  wheel-legged robot imu_quat, imu_gyro, imu_acc on site "imu"): orientation = the `framequat`, the
-  IMU frame's orientation in the world (z up: ENU, REP-103); angular_velocity = the `gyro`, IMU frame;
-  linear_acceleration = the `accelerometer`, specific force in the IMU frame (+9.81 on z at rest);
-  header.frame_id = the site. Scenes without IMU sensors: the root body's orientation and angular
-  velocity (body frame) and gravity's reaction, frame_id = the root body. With `imu_noise:=true` the
-  noise of the policy's observation terms is added (`SimRobot.imu` says what it approximates);
-- odom (nav_msgs/Odometry, REP-105): frame_id "odom" (the world), child_frame_id = the root body;
-  pose = the root body's position and orientation in odom; twist = its linear AND angular velocity in
-  the child (body) frame. (Before issue 11 the linear velocity was in the world frame.)
-- sensors/<name>: the sensors the policy reads (noise-free): geometry_msgs/PointStamped for 3-vectors,
-  std_msgs/Float64MultiArray otherwise, and geometry_msgs/PoseStamped for pose sensors (the policy's
-  `mdp.sensor_pose` terms, e.g. sensors/object_pose: the object's `framepos` and `framequat` in their
-  reference frame, header.frame_id = that frame, as a perception node would report it).
-
-Every control period: the task's commands on commands/<name> (e.g. the reach target), like an
-operator or a planner would; and with `cmd_vel_command:=<command>` that command as a
-geometry_msgs/Twist on cmd_vel (`messages.command_to_twist`: lin_vel_x → linear.x, lin_vel_y →
-linear.y, ang_vel_z → angular.z). The command's fields a Twist cannot carry (a height) are fixed at
-the command's `default_value()` for the whole run, so the env's rewards and success judge the command
-the policy receives. The commands are the task's own seeded resampling: on the same seeds, the ones
-`batonlab play` draws (with the same fields fixed).
-
-Commands in (ros2_control's forward command controllers): the robot's commandable joints are the
-task's action joints and its held joints (`TaskCfg.deploy.held_joints`), grouped by interface:
-"position" (position servos), "velocity" (velocity servos, e.g. wheels [rad/s]), "effort" (motors).
-A robot with one interface takes std_msgs/Float64MultiArray on `command_topic`, in
-`command_joint_order` (default: all its joints); a robot with several takes one per interface I on
-`command_topics.I` (default `<command_topic>/I`, e.g. joint_commands/position and
-joint_commands/velocity), in `command_joint_orders.I` (default: I's joints, action joints in task
-order, then held joints). Targets go through the training actuators, clamped to their ctrlrange. A
-message of the wrong width or with a non-finite value is dropped (throttled log). Position joints
-also take trajectory_msgs/JointTrajectory on `trajectory_topic` (by name, first point). Held joints
-go back to the default pose at every episode reset, until commands for them arrive again.
-
-Time: physics runs on a steady wall-clock timer at `real_time_factor` × real time (or slower, if
-the CPU cannot keep up), and /clock carries the simulated time, so a policy node with
-`use_sim_time:=true` acts once per simulated control period whatever the wall-clock speed.
-
-Lockstep (`lockstep:=true`, config/sim_to_sim.yaml): at the start of each control period the physics
-waits until the commands computed from that period's state have arrived (one message per command
-interface), so every period runs on the targets of its own state, as in `batonlab play`, however
-slow the machine or the DDS; and the period then runs at once, all its physics steps back to back,
-so the simulation goes as fast as the policy answers rather than at `real_time_factor` (the policy
-node, on /clock, judges its inputs' ages in simulated time as before). Without it the robot runs on,
-as a real one does: a command that arrives k physics steps into its period leaves the previous
-targets on for those k steps. Lockstep engages with the first command (and, with `policy_node`, only
-while that policy is in ramp or run: a passive or stopped policy sends nothing to wait for, and its
-robot runs on the timer); a period that waits `lockstep_timeout_s` wall seconds in vain runs on
-without its command, on the timer, is counted, and the wait resumes with the next command. Each episode reports `command_delay_steps` (mean physics steps from a period's start to
-its command's arrival: 0 in lockstep), `late_commands` (periods whose command came after their first
-physics step) and `lockstep_timeouts`.
-
-Episodes: after `warmup_s` simulated seconds of received commands (the policy node's soft start), the node
-runs `num_episodes` episodes; episode i starts from the initial state of seed `seed + i`
-(`sim_robot.seed_episode`), ends on the task's time limit or on one of its failure terms, and is
-judged by the task's success term. Results go to ~/episode (JSON: success, length, terminated,
-final_distance [m], mean_speed_error [m/s] or null, commands_received, policy_stop, command_delay_steps,
-late_commands, lockstep_timeouts) and, as the summary of the episodes so far, to `results_file` (replaced
-after every episode: a stopped or killed run keeps those it finished).
-
-The policy's stops: with `policy_node:=NAME` (config/sim_to_sim.yaml sets it) the node follows that policy
-node's `NAME/state` (its safety state machine). Each episode reports `policy_stop`: why the policy
-stopped during it (the first reason, e.g. "stale joint_states (310 ms old)"), or null. A stop is
-latched, so without help every later episode would fail too: when an episode ends with the policy
-stopped, the node calls `NAME/reset`, as an operator resets the robot between trials, and the next
-episode starts with the policy's soft start.
-
-Ground truth: with `state_file:=PATH` (.npz) the node writes, when it ends, what every physics step's
-messages were built from (NumPy arrays: `time_s` (N,) simulated time [s] = the stamp of that step's
-messages, `episode` (N,) episode index (-1: warm-up), `qpos` (N, nq) and `qvel` (N, nv) of the whole
-world, `sensordata` (N, nsensordata) MuJoCo's sensor readings as the env held them, which is what
-training's observation terms read; 8 (nq + nv + nsensordata + 2) bytes per step), so what the policy
-node saw (its bag) can be checked against what the simulator did.
-
-A configuration the node cannot run (an unknown task, an order naming joints the interface does not
-have, an unknown `cmd_vel_command`) is one line on stderr, "[sim_robot_node] refusing to start: …",
-and exit code 2.
-
-This node is the simulator: it imports batonlab.env and batonlab.tasks (torch, mujoco).
+Design and contract notes: docs/modules/sim2sim_ros.sim_robot_node.md.
 """
 
 from __future__ import annotations
@@ -110,8 +28,8 @@ from trajectory_msgs.msg import JointTrajectory
 
 from batonlab.deploy.timing import freeze_startup_objects
 from deploy_ros.messages import TWIST_FIELDS, command_to_twist, pose_to_msg, vector_to_msg
-from deploy_ros.sim_results import summarize, write_results
-from deploy_ros.sim_robot import ConfigError, SimRobot
+from batonlab.sim2sim.results import summarize, write_results
+from batonlab.sim2sim.robot import ConfigError, SimRobot
 from deploy_ros.stop_signal import spin_until_stopped, stop_through_rclpy
 
 PARAMETERS = {

@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Sim-to-sim: sim_robot_node (the training scene as a ROS 2 robot) and policy_node.
 
-    ros2 launch deploy_ros sim_to_sim.launch.py export:=/path/to/exported [task:=arm_reach] [num_episodes:=20]
-    ros2 launch deploy_ros sim_to_sim.launch.py export:=/path/to/wl_export task:=wl_velocity cmd_vel_command:=base_velocity
-    ros2 launch deploy_ros sim_to_sim.launch.py export:=/path/to/reach_export task:=reach robot:=/path/to/my_arm.yaml
+    ros2 launch sim2sim_ros sim_to_sim.launch.py export:=/path/to/exported [task:=arm_reach] [num_episodes:=20]
+    ros2 launch sim2sim_ros sim_to_sim.launch.py export:=/path/to/wl_export task:=wl_velocity cmd_vel_command:=base_velocity
+    ros2 launch sim2sim_ros sim_to_sim.launch.py export:=/path/to/reach_export task:=reach robot:=/path/to/my_arm.yaml
 
 The wheel-legged robot takes legs on joint_commands/position and wheels on joint_commands/velocity
 (policy_node publishes one message per command interface); with `cmd_vel_command:=base_velocity`
@@ -25,7 +25,7 @@ from launch_ros.parameter_descriptions import ParameterValue
 
 
 def generate_launch_description():
-    config = os.path.join(get_package_share_directory("deploy_ros"), "config", "sim_to_sim.yaml")
+    config = os.path.join(get_package_share_directory("sim2sim_ros"), "config", "sim_to_sim.yaml")
     export = LaunchConfiguration("export")
     task = LaunchConfiguration("task")
     robot = LaunchConfiguration("robot")
@@ -45,7 +45,7 @@ def generate_launch_description():
         DeclareLaunchArgument("lockstep", default_value="true",
                               description="each control period waits for the policy's commands; false: real time, as a robot"),
         Node(
-            package="deploy_ros", executable="sim_robot_node", output="screen",
+            package="sim2sim_ros", executable="sim_robot_node", output="screen",
             parameters=[config, {"task": task, "robot": ParameterValue(robot, value_type=str),
                                  "seed": ParameterValue(seed, value_type=int),
                                  "num_episodes": ParameterValue(num_episodes, value_type=int),

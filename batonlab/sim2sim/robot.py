@@ -1,21 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """The simulated robot behind `sim_robot_node`: one world of a task, one physics step at a time.
 
-This is the simulator side of sim-to-sim, so unlike the rest of `deploy_ros` it imports the
-training stack (batonlab.env, batonlab.tasks, torch, mujoco). It reuses the task's env with one
-world: the same MJCF, the same position actuators (PD at the physics rate inside MuJoCo), the same
-randomisation, target commands, terminations and success test as training and `batonlab play`.
-What changes is the loop: physics advances one step per call and targets arrive from outside
-whenever they arrive. Every `decimation` physics steps the env's own `end_control_period` runs (the
-episode clock, terminations, success, command timers, resets, interval events), so episodes end
-on the task's time limit and on its failures exactly as in `play`.
-
-The robot's command interfaces are those of ros2_control: its commandable joints (the task's action
-joints, then `cfg.deploy.held_joints`) grouped by the kind of their MuJoCo actuator, "position"
-(position servos: legs, arm), "velocity" (velocity servos: wheels) or "effort" (motors). Its IMU is
-the scene's IMU sensors (framequat, gyro, accelerometer on one site) when the policy reads them, and
-its odometry the root body's free joint. Its pose sensors (`mdp.sensor_pose` terms of the policy,
-e.g. the object pose a perception node would estimate) are the terms' `framepos` and `framequat`.
+Design and contract notes: docs/modules/batonlab.sim2sim.robot.md.
 """
 
 from __future__ import annotations
