@@ -7,10 +7,7 @@ import numpy as np
 
 from batonlab.deploy.manifest import Manifest
 
-POSITION, VELOCITY, EFFORT = "position", "velocity", "effort"
-"""What a joint's target is: a PD position target [rad or m], a velocity [rad/s] or a torque [N·m]."""
-
-_KIND = {"joint_position": POSITION, "joint_velocity": VELOCITY, "joint_effort": EFFORT}
+from batonlab.deploy.wiring import EFFORT, POSITION, VELOCITY, command_interface  # noqa: F401  (re-exported)
 
 
 class ActionProcessor:
@@ -30,7 +27,7 @@ class ActionProcessor:
             high += [hi] * len(a.joints)
         self.clip_low, self.clip_high = np.array(low), np.array(high)
         self.ctrl_low, self.ctrl_high = manifest.ctrl_range[:, 0], manifest.ctrl_range[:, 1]
-        self.kinds = tuple(_KIND[a.type] for a in manifest.actions for _ in a.joints)
+        self.kinds = tuple(command_interface(a.type) for a in manifest.actions for _ in a.joints)
         """Per joint: POSITION, VELOCITY or EFFORT."""
 
     def __call__(self, raw: np.ndarray) -> np.ndarray:

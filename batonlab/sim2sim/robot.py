@@ -12,6 +12,7 @@ import mujoco
 import numpy as np
 import torch
 
+from batonlab.deploy.wiring import POSITION, command_interface, group_by_interface
 from batonlab.env import mdp
 from batonlab.env import mdp_locomotion as loco
 from batonlab.env.commands import episode_mean_errors
@@ -21,8 +22,6 @@ from batonlab.sim.joints import one_dof_joint_ids
 from batonlab.tasks import TaskRobotError, make_task_cfg
 
 
-INTERFACES = ("position", "velocity", "effort")
-"""ros2_control command interfaces, in the order the robot lists them."""
 
 GRAVITY = 9.81
 """Specific force of a resting IMU without an accelerometer sensor (the root-body IMU) [m/s²]."""
@@ -155,9 +154,8 @@ class SimRobot:
         self._ctrl_high = torch.cat([*(t.ctrl_high for t in terms), held_high])
         self.targets = torch.cat([*(t.offset for t in terms), self._held_default]).clone()
         """Actuator targets applied at every physics step (default pose, wheels at rest, until commands arrive)."""
-        kinds = [_interface(model, int(a), name) for a, name in zip(self._actuators, self.command_joints)]
-        self.interfaces = {kind: [j for j, k in zip(self.command_joints, kinds) if k == kind]
-                           for kind in INTERFACES if kind in kinds}
+        kinds = [command_interface(t.action_type) for t in terms for _ in t.joint_names] + [POSITION] * len(held_actuators)
+        self.interfaces = group_by_interface(self.command_joints, kinds)
         """ros2_control interface → its joints, action joints (task order) first, then held joints."""
         # Sensors the policy reads, and the task's commands: published by the node.
         policy_terms = cfg.observations["policy"].terms.values()
@@ -409,22 +407,6 @@ def _ctrl_range(model: mujoco.MjModel, actuators: torch.Tensor) -> tuple[torch.T
     limited = torch.as_tensor(model.actuator_ctrllimited[ids], dtype=torch.bool)
     ctrlrange = torch.as_tensor(model.actuator_ctrlrange[ids], dtype=torch.float32).reshape(-1, 2)
     return torch.where(limited, ctrlrange[:, 0], -torch.inf), torch.where(limited, ctrlrange[:, 1], torch.inf)
-
-
-def _interface(model: mujoco.MjModel, actuator: int, joint: str) -> str:
-    """The ros2_control interface of a MuJoCo actuator: "position" for a position servo (bias -kp·q),
-    "velocity" for a velocity servo (bias -kv·q̇ only), "effort" for a motor (no bias)."""
-    bias = model.actuator_biasprm[actuator]
-    if int(model.actuator_dyntype[actuator]) == int(mujoco.mjtDyn.mjDYN_NONE):
-        if int(model.actuator_biastype[actuator]) == int(mujoco.mjtBias.mjBIAS_NONE):
-            return "effort"
-        if int(model.actuator_biastype[actuator]) == int(mujoco.mjtBias.mjBIAS_AFFINE):
-            if bias[1] != 0.0:
-                return "position"
-            if bias[2] != 0.0:
-                return "velocity"
-    raise ConfigError(f"the actuator '{model.actuator(actuator).name}' of joint '{joint}' is neither a position "
-                      "servo, a velocity servo nor a motor")
 
 
 def _root_body(model: mujoco.MjModel, joint: str):

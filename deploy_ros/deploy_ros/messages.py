@@ -23,6 +23,8 @@ from geometry_msgs.msg import PointStamped, PoseStamped, Twist
 from std_msgs.msg import Float64MultiArray
 from std_msgs.msg import MultiArrayDimension
 
+from batonlab.deploy.wiring import TWIST_FIELDS  # noqa: F401  (re-exported for the nodes)
+
 
 def vector_msg_type(dim: int):
     """Message type carrying a vector input of width `dim`."""
@@ -80,15 +82,6 @@ def twist_to_vector(msg: Twist, dim: int) -> list[float]:
     raise ValueError(f"cmd_vel cannot feed a command of width {dim} (2, 3 or 6)")
 
 
-TWIST_FIELDS: dict[str, tuple[str, str]] = {
-    "lin_vel_x": ("linear", "x"),
-    "lin_vel_y": ("linear", "y"),
-    "lin_vel_z": ("linear", "z"),
-    "ang_vel_x": ("angular", "x"),
-    "ang_vel_y": ("angular", "y"),
-    "ang_vel_z": ("angular", "z"),
-}
-"""Command field → (Twist part, axis) [m/s, rad/s]; other fields are not carried by a Twist."""
 
 
 def command_to_twist(fields: Sequence[str], values: Sequence[float]) -> Twist:

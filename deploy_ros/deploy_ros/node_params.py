@@ -25,7 +25,8 @@ from rcl_interfaces.msg import ParameterDescriptor
 
 from batonlab.deploy import ManifestError, SafetyCfg, load_manifest
 from batonlab.deploy.safety_params import SAFETY_PARAMETERS, safety_cfg_from_params
-from deploy_ros.messages import TWIST_FIELDS, twist_to_command, twist_to_vector
+from batonlab.deploy.wiring import WiringError, twist_lacking_fields
+from deploy_ros.messages import twist_to_command, twist_to_vector
 
 PARAMETERS = {
     "manifest": "",  # manifest.json or the export folder holding it and policy.onnx
@@ -139,11 +140,9 @@ def cmd_vel_command(manifest, name: str):
         if spec.dim not in (2, 3, 6):
             raise RefusedToStart(f"cmd_vel cannot feed the command '{name}' of width {spec.dim} (2, 3 or 6)")
         return name, lambda msg: twist_to_vector(msg, spec.dim), list(spec.default or [0.0] * spec.dim)
-    if not any(f in TWIST_FIELDS for f in spec.fields):
-        raise RefusedToStart(f"cmd_vel_command '{name}' has no field a Twist carries: {list(spec.fields)} "
-                             f"(a Twist carries {list(TWIST_FIELDS)})")
-    lacking = [f for f in spec.fields if f not in TWIST_FIELDS]
-    if lacking and spec.default is None:
-        raise RefusedToStart(f"cmd_vel_command '{name}': a Twist cannot carry {lacking} and the command has no default")
+    try:
+        twist_lacking_fields(name, spec.fields, spec.default is not None)
+    except WiringError as err:
+        raise RefusedToStart(str(err)) from None
     default = list(spec.default) if spec.default is not None else [0.0] * spec.dim
     return name, lambda msg: twist_to_command(msg, spec.fields, default), default

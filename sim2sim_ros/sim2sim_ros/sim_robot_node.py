@@ -27,7 +27,8 @@ from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
 from batonlab.deploy.timing import freeze_startup_objects
-from deploy_ros.messages import TWIST_FIELDS, command_to_twist, pose_to_msg, vector_to_msg
+from batonlab.deploy.wiring import WiringError, twist_lacking_fields
+from deploy_ros.messages import command_to_twist, pose_to_msg, vector_to_msg
 from batonlab.sim2sim.results import summarize, write_results
 from batonlab.sim2sim.robot import ConfigError, SimRobot
 from deploy_ros.stop_signal import spin_until_stopped, stop_through_rclpy
@@ -161,13 +162,11 @@ class SimRobotNode(Node):
             raise ConfigError(f"cmd_vel_command '{command}' is not a command of the task {robot.command_names}")
         term = robot.env.command_manager.terms[command]
         fields = tuple(term.fields)
-        if not any(f in TWIST_FIELDS for f in fields):
-            raise ConfigError(f"cmd_vel_command '{command}' has no field a Twist carries: {list(fields)} "
-                              f"(a Twist carries {list(TWIST_FIELDS)})")
-        lacking = [f for f in fields if f not in TWIST_FIELDS]
         default = term.default_value()
-        if lacking and default is None:
-            raise ConfigError(f"cmd_vel_command '{command}': a Twist cannot carry {lacking} and the command has no default")
+        try:
+            lacking = twist_lacking_fields(command, fields, default is not None)
+        except WiringError as err:
+            raise ConfigError(str(err)) from None
         for field in lacking:
             robot.fix_command_field(command, field, default[fields.index(field)])
         return fields
