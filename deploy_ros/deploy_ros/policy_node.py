@@ -32,10 +32,8 @@ import re
 import sys
 import time
 
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.clock import Clock, ClockType
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.task import Future
@@ -44,12 +42,12 @@ from std_srvs.srv import Trigger
 
 from batonlab.deploy import DeployRuntime, ManifestError, State
 from batonlab.deploy.null_recorder import NullRecorder
-from batonlab.deploy.timing import LoopTiming, freeze_startup_objects, use_realtime_priority
+from batonlab.deploy.timing import LoopTiming, use_realtime_priority
 from deploy_ros.command_outputs import CommandOutputs
 from deploy_ros.node_inputs import PolicyInputs
 from deploy_ros.node_params import RefusedToStart, cmd_vel_command, declare_parameters, load_policy_manifest, safety_cfg
 from deploy_ros.node_recording import open_recorder
-from deploy_ros.stop_signal import spin_until_stopped, stop_through_rclpy
+from deploy_ros.stop_signal import run_node
 
 __all__ = ["PolicyNode", "RefusedToStart", "main"]
 
@@ -277,41 +275,20 @@ def _fmt(value) -> str:
 
 def main(args=None) -> int:
     """Entry point; exit code 0 on SIGINT/shutdown, 2 when the node refuses to start."""
-    stop_through_rclpy()
-    rclpy.init(args=args)
-    node = None
-    code = 0
-    try:
-        node = PolicyNode()
-        priority = node.params["realtime_priority"]
-        if priority:
-            failure = use_realtime_priority(priority)
-            if failure:
-                node.get_logger().warning(f"normal scheduling: {failure}")
-            else:
-                node.get_logger().info(f"SCHED_FIFO priority {priority}")
-        node.get_logger().info(f"{freeze_startup_objects()} start-up objects frozen out of the garbage collector")
-        executor = SingleThreadedExecutor()
-        executor.add_node(node)
-        if spin_until_stopped(executor, node.refused):
-            print(f"[policy_node] refusing to start: {node.refused.result()}", file=sys.stderr, flush=True)
-            code = 2
-    except KeyboardInterrupt:
-        pass
-    except RefusedToStart as err:
-        print(f"[policy_node] refusing to start: {err}", file=sys.stderr, flush=True)
-        code = 2
-    except RuntimeError:
-        # Ctrl-C that lands while a control step takes a message surfaces as rclpy's conversion error
-        # once the context is shut down: that is a shutdown, not a failure.
-        if rclpy.ok():
-            raise
-    finally:
-        stop_through_rclpy()  # rclpy restored the default handler at shutdown: a second Ctrl-C must not cut the cleanup
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
-    return code
+    return run_node("policy_node", _build, (RefusedToStart,), lambda node: node.refused,
+                    refused=lambda node: node.refused.result(), args=args)
+
+
+def _build() -> PolicyNode:
+    node = PolicyNode()
+    priority = node.params["realtime_priority"]
+    if priority:
+        failure = use_realtime_priority(priority)
+        if failure:
+            node.get_logger().warning(f"normal scheduling: {failure}")
+        else:
+            node.get_logger().info(f"SCHED_FIFO priority {priority}")
+    return node
 
 
 if __name__ == "__main__":

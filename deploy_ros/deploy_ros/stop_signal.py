@@ -18,9 +18,11 @@ makes the wait set fail (seen in CI). `spin_until_stopped` takes both forms as t
 from __future__ import annotations
 
 import signal
+import sys
+from collections.abc import Callable
 
 import rclpy
-from rclpy.executors import ExternalShutdownException
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 
 
 def stop_through_rclpy() -> None:
@@ -47,3 +49,44 @@ def spin_until_stopped(executor, future) -> bool:
 
 def _leave_it_to_rclpy(signum, frame) -> None:
     """rclpy has already shut the context down when this runs."""
+
+
+def run_node(label: str, build: Callable[[], object], refusals: tuple[type[BaseException], ...],
+             stop_future: Callable[[object], object], refused: Callable[[object], str | None] = lambda node: None,
+             close: Callable[[object], None] = lambda node: None, args=None) -> int:
+    """A node's whole life: init, build, spin until `stop_future(node)` or a stop signal, clean shutdown.
+
+    Returns the process exit code: 0 when done or stopped, 2 when building raised one of `refusals` or
+    the stop future ended with `refused(node)` giving a reason. `close(node)` runs before the node is
+    destroyed, also after a signal.
+    """
+    from batonlab.deploy.timing import freeze_startup_objects
+
+    stop_through_rclpy()
+    rclpy.init(args=args)
+    node, code = None, 0
+    try:
+        node = build()
+        node.get_logger().info(f"{freeze_startup_objects()} start-up objects frozen out of the garbage collector")
+        executor = SingleThreadedExecutor()
+        executor.add_node(node)
+        if spin_until_stopped(executor, stop_future(node)) and refused(node) is not None:
+            print(f"[{label}] refusing to start: {refused(node)}", file=sys.stderr, flush=True)
+            code = 2
+    except KeyboardInterrupt:
+        pass
+    except refusals as err:
+        print(f"[{label}] refusing to start: {err}", file=sys.stderr, flush=True)
+        code = 2
+    except RuntimeError:
+        # A stop signal that shuts the context down while a callback publishes or takes a message surfaces
+        # as rclpy's invalid-context error (RCLError, a RuntimeError): a stop, not a failure.
+        if rclpy.ok():
+            raise
+    finally:
+        stop_through_rclpy()  # rclpy restored the default handler at shutdown: a second Ctrl-C must not cut the cleanup
+        if node is not None:
+            close(node)
+            node.destroy_node()
+        rclpy.try_shutdown()
+    return code

@@ -11,11 +11,9 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import rclpy
 from geometry_msgs.msg import PoseStamped, Quaternion, Twist
 from nav_msgs.msg import Odometry
 from rclpy.clock import Clock, ClockType
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.task import Future
@@ -26,12 +24,11 @@ from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
-from batonlab.deploy.timing import freeze_startup_objects
 from batonlab.deploy.wiring import WiringError, twist_lacking_fields
 from deploy_ros.messages import command_to_twist, pose_to_msg, vector_to_msg
 from batonlab.sim2sim.results import summarize, write_results
 from batonlab.sim2sim.robot import ConfigError, SimRobot
-from deploy_ros.stop_signal import spin_until_stopped, stop_through_rclpy
+from deploy_ros.stop_signal import run_node
 
 PARAMETERS = {
     "task": "arm_reach",
@@ -385,34 +382,12 @@ def _quaternion(wxyz) -> Quaternion:
 
 def main(args=None) -> int:
     """Entry point; exit code 0 when done or stopped, 2 when the configuration cannot run."""
-    stop_through_rclpy()
-    rclpy.init(args=args)
-    node = None
-    code = 0
-    try:
-        node = SimRobotNode()
-        node.get_logger().info(f"{freeze_startup_objects()} start-up objects frozen out of the garbage collector")
-        executor = SingleThreadedExecutor()
-        executor.add_node(node)
-        spin_until_stopped(executor, node.done)
-    except KeyboardInterrupt:
-        pass
-    except ConfigError as err:
-        print(f"[sim_robot_node] refusing to start: {err}", file=sys.stderr, flush=True)
-        code = 2
-    except RuntimeError:
-        # A stop signal that shuts the context down while the physics timer publishes surfaces as rclpy's
-        # "publisher's context is invalid" (RCLError, a RuntimeError) from the callback: a stop, not a failure.
-        if rclpy.ok():
-            raise
-    finally:
-        stop_through_rclpy()  # rclpy restored the default handler at shutdown: a second Ctrl-C must not cut the cleanup
-        if node is not None:
-            node.write_state_file()
-            node.robot.close()
-            node.destroy_node()
-        rclpy.try_shutdown()
-    return code
+    return run_node("sim_robot_node", SimRobotNode, (ConfigError,), lambda node: node.done, close=_close, args=args)
+
+
+def _close(node: SimRobotNode) -> None:
+    node.write_state_file()
+    node.robot.close()
 
 
 if __name__ == "__main__":
