@@ -91,8 +91,7 @@ class MujocoCpuBackend(SimBackend):
         self.time = torch.zeros(num_envs)
         self.diverged = torch.zeros(num_envs, dtype=torch.bool)
         self._refresh_state_tensors()
-        self._renderer: mujoco.Renderer | None = None
-        self._render_data: mujoco.MjData | None = None
+        self._frames = None  # a batonlab.sim.render.FrameRenderer, made on the first render
 
     # Stepping.
 
@@ -203,29 +202,20 @@ class MujocoCpuBackend(SimBackend):
     def render(self, env_ids, camera: str | int = -1, size: tuple[int, int] = (240, 320),
                effects: bool = True, geom_groups: tuple[int, ...] | None = None) -> np.ndarray:
         ids = _as_index(torch.as_tensor(env_ids))
-        height, width = size
-        if self._renderer is None or (self._renderer.height, self._renderer.width) != (height, width):
-            from batonlab.sim.render import make_renderer
+        if self._frames is None:
+            from batonlab.sim.render import FrameRenderer
 
-            if self._renderer is not None:
-                self._renderer.close()
-            self._renderer = make_renderer(self.model, height, width)
-            self._render_data = mujoco.MjData(self.model)
-        self._renderer.set_effects(effects)
-        self._renderer.set_geom_groups(geom_groups)
-        frames = np.empty((ids.size, height, width, 3), dtype=np.uint8)
-        for k, i in enumerate(ids):
-            mujoco.mj_setState(self.model, self._render_data, self._state[i], _FULLPHYSICS)
-            self._render_data.mocap_pos[:] = self.mocap_pos[i].numpy()
-            mujoco.mj_forward(self.model, self._render_data)
-            self._renderer.update_scene(self._render_data, camera=camera)
-            frames[k] = self._renderer.render()
-        return frames
+            self._frames = FrameRenderer(self.model)
+
+        def pose(k: int, data: mujoco.MjData) -> None:
+            mujoco.mj_setState(self.model, data, self._state[ids[k]], _FULLPHYSICS)
+            data.mocap_pos[:] = self.mocap_pos[ids[k]].numpy()
+
+        return self._frames.frames(ids.size, pose, camera, size, effects, geom_groups)
 
     def close(self) -> None:
-        if self._renderer is not None:
-            self._renderer.close()
-            self._renderer = None
+        if self._frames is not None:
+            self._frames.close()
         if self._pool is not None:
             self._pool.close()
             self._pool = None

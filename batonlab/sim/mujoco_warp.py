@@ -86,8 +86,7 @@ class MujocoWarpBackend(SimBackend):
         self._default_qpos = torch.as_tensor(data.qpos, dtype=torch.float32, device=self.device)
         self._diverged_count = torch.zeros((), dtype=torch.long, device=self.device)
         self._params: dict[str, torch.Tensor] = {}
-        self._render_data: mujoco.MjData | None = None
-        self._renderer: mujoco.Renderer | None = None
+        self._frames = None  # a batonlab.sim.render.FrameRenderer, made on the first render
 
     # Properties.
 
@@ -238,34 +237,24 @@ class MujocoWarpBackend(SimBackend):
         Per-world parameters that change appearance (geom sizes, colours) are not shown.
         """
         ids = torch.as_tensor(env_ids, dtype=torch.long).reshape(-1)
-        height, width = size
-        if self._renderer is None or (self._renderer.height, self._renderer.width) != (height, width):
-            from batonlab.sim.render import make_renderer
+        if self._frames is None:
+            from batonlab.sim.render import FrameRenderer
 
-            if self._renderer is not None:
-                self._renderer.close()
-            self._renderer = make_renderer(self.model, height, width)
-            self._render_data = mujoco.MjData(self.model)
-        self._renderer.set_effects(effects)
-        self._renderer.set_geom_groups(geom_groups)
+            self._frames = FrameRenderer(self.model)
         # One device-to-host copy for all requested worlds.
         qpos = self.qpos[ids.to(self.device)].double().cpu().numpy()
         mocap_pos = self.mocap_pos[ids.to(self.device)].double().cpu().numpy()
         mocap_quat = self._mocap_quat[ids.to(self.device)].double().cpu().numpy()
-        frames = np.empty((ids.numel(), height, width, 3), dtype=np.uint8)
-        for k in range(ids.numel()):
-            self._render_data.qpos[:] = qpos[k]
-            self._render_data.mocap_pos[:] = mocap_pos[k]
-            self._render_data.mocap_quat[:] = mocap_quat[k]
-            mujoco.mj_forward(self.model, self._render_data)
-            self._renderer.update_scene(self._render_data, camera=camera)
-            frames[k] = self._renderer.render()
+
+        def pose(k: int, data: mujoco.MjData) -> None:
+            data.qpos[:], data.mocap_pos[:], data.mocap_quat[:] = qpos[k], mocap_pos[k], mocap_quat[k]
+
+        frames = self._frames.frames(ids.numel(), pose, camera, size, effects, geom_groups)
         return frames
 
     def close(self) -> None:
-        if self._renderer is not None:
-            self._renderer.close()
-            self._renderer = None
+        if self._frames is not None:
+            self._frames.close()
         self._graphs.clear()
 
     def __del__(self):

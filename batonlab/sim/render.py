@@ -13,6 +13,7 @@ libegl-mesa0, libosmesa6) are installed by `scripts/setup.sh`.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 import os
 import subprocess
 import sys
@@ -136,6 +137,39 @@ class OffscreenRenderer:
 
 def make_renderer(model: mujoco.MjModel, height: int, width: int) -> OffscreenRenderer:
     return OffscreenRenderer(model, height, width)
+
+
+class FrameRenderer:
+    """One offscreen renderer and a scratch MjData for a model, remade when the frame size changes."""
+
+    def __init__(self, model: mujoco.MjModel):
+        self.model = model
+        self.data = mujoco.MjData(model)
+        self._renderer: OffscreenRenderer | None = None
+
+    def frames(self, count: int, pose: Callable[[int, mujoco.MjData], None], camera: str | int = -1,
+               size: tuple[int, int] = (240, 320), effects: bool = True,
+               geom_groups: tuple[int, ...] | None = None) -> np.ndarray:
+        """(count, H, W, 3) uint8 frames; `pose(k, data)` writes the k-th world's state into `data` first."""
+        height, width = size
+        if self._renderer is None or (self._renderer.height, self._renderer.width) != (height, width):
+            self.close()
+            self._renderer = make_renderer(self.model, height, width)
+        self._renderer.set_effects(effects)
+        self._renderer.set_geom_groups(geom_groups)
+        frames = np.empty((count, height, width, 3), dtype=np.uint8)
+        for k in range(count):
+            pose(k, self.data)
+            mujoco.mj_forward(self.model, self.data)
+            self._renderer.update_scene(self.data, camera=camera)
+            frames[k] = self._renderer.render()
+        return frames
+
+    def close(self) -> None:
+        """Release the GL context."""
+        if self._renderer is not None:
+            self._renderer.close()
+            self._renderer = None
 
 
 def write_mp4(path: str, frames, fps: float) -> None:
