@@ -1,48 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Isaac Lab policies on the batonlab robot side: IO descriptors + policy.onnx + robot description → a manifest.
 
-`manifest_from_io_descriptors` maps the file Isaac Lab exports (`batonlab.deploy.isaaclab_descriptors`
-describes it) onto a `Manifest` whose observation terms are the numpy twins `policy_node` already
-computes (`batonlab.deploy.observation`); what Isaac Lab does not export (actuator gains, effort
-limits) comes from the robot description. Anything the robot side cannot reproduce exactly is
-refused by name; nothing here invents robot-side math. `batonlab import-isaaclab` writes the result
-with the export writer. Only numpy and onnxruntime are used (the description is passed in).
-
-Observation terms (by `full_path`, in `isaaclab.envs.mdp.observations`) and their twins:
-
-- joint_pos_rel → `mdp.joint_pos_rel` (its offsets must be the articulation's default pose);
-- joint_vel_rel (zero offsets) and joint_vel → `mdp.joint_vel`;
-- last_action (the whole action vector) → `mdp.last_action`;
-- projected_gravity → `mdp_locomotion.projected_gravity` from the IMU orientation (`imu_quat`);
-- base_ang_vel → the IMU's angular velocity (`imu_gyro`);
-- base_lin_vel → a sensor on the topic `sensors/base_lin_vel`: the robot side has no estimator of
-  its own, so the robot's state estimator publishes it (root frame [m/s]);
-- generated_commands → a command received from outside.
-
-Everything else is refused, naming the term; so are per-element scales, modifiers and histories
-kept as a separate dimension. Action terms: JointPositionAction and JointVelocityAction, their
-clip (a bound of the target) becoming the joints' control range. Decisions where the format says
-nothing:
-
-- `generated_commands` records only its width. Width 3 is read as the velocity command (lin_vel_x,
-  lin_vel_y, ang_vel_z; default standing still), the only 3-wide command of `isaaclab.envs.mdp`
-  (UniformVelocityCommand), fed by cmd_vel; another width is a task command without fields or
-  default, received on `commands/<name>` before the robot may start.
-- base_ang_vel, projected_gravity and base_lin_vel are in the root body's frame: the robot's IMU
-  readings must be in (or rotated into) that frame; the manifest's sensors name that body.
-- The default pose (observation and action offsets) is the descriptor's, since it is what the
-  policy was trained with; the robot description's default pose is not used for it.
-- Gains come from the robot description. Isaac Lab writes its physics drives' gains, which are the
-  actuator gains for implicit actuators and zero for explicit ones (DC motors, actuator networks); a
-  non-zero one that differs from the description's is refused (the description does not describe
-  the robot the policy was trained on).
-- Position limits are the articulation's `default_joint_pos_limits`; effort limits the robot
-  description's (Isaac Lab exports none).
-- Not in the format, so not reproduced: the rsl-rl wrapper's `clip_actions` (a policy trained with
-  it needs its output clipped, which a manifest cannot say) and observation noise (training only).
-  The observation normaliser is inside Isaac Lab's exported ONNX graph.
-- Articulation joints no action term drives are left to the robot (list them in policy_node's
-  `ignored_joints`); every joint a term names must be a joint of the robot description.
+Design and contract notes: docs/modules/batonlab.deploy.isaaclab_import.md.
 """
 
 from __future__ import annotations

@@ -1,44 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """The safety filter between the policy and the motors, and its state machine.
 
-    passive ──ready (+ start)──► ramp ──ramp_time_s──► run
-       ▲                           │                    │
-       └──────── reset() ──────── stop ◄── e-stop (or lost heartbeat), stale / non-finite / implausible
-                                   │       input, malformed message, non-finite policy output
-                       hold ──stop_hold_time_s──► damp         (stop_behavior "hold_then_damp")
-                       crouch ──pose reached (stop_time_s), wheels at rest──► damp   (stop_behavior "crouch")
-
-- passive: nothing is commanded; the robot's own controllers keep it where it is.
-- ramp: soft start, targets blend from the pose measured on entry to the policy's targets.
-- run: policy targets, limited (see below).
-- stop: the robot's stop behaviour (`stop_behavior`):
-    "hold_then_damp" (default, right for arms): hold the robot where it is, with the PD torque
-        limited to `stop_hold_torque_scale` of the motor limits (the arm keeps its holding torque, so
-        it does not drop onto whatever is below it), for `stop_hold_time_s`; then damp. The held
-        target is the last command: under load a PD servo stands off its target by load/kp, so
-        re-targeting the measured pose would let the arm sag by that much;
-    "hold": hold for good;
-    "damp": position targets follow the measured pose at once, so the PD law reduces to `-kd·q̇`
-        (right for a robot that rests safely when limp, wrong for an arm under gravity);
-    "crouch" (right for a self-balancing wheel-legged robot, which falls when its legs are damped
-        while it stands): the joints named in `stop_pose` move there in `stop_time_s` (legs fold,
-        the robot sits down on its wheels), the other position joints hold, then all are damped.
-  In every behaviour, velocity-controlled joints (wheels) ramp to zero speed at `stop_deceleration`:
-  a wheel command never jumps to zero, which would tip a balancing robot over its wheels.
-  When the joint states themselves are stale or broken, the last command is held instead of
-  following them. Stop is latched: only `reset()` leaves it, and `reset()` refuses while the e-stop
-  is on.
-
-The limits hold for every command that leaves the filter, in every state, and no stage undoes an
-earlier one. Per command interface:
-- position: targets move at most `max_joint_velocity · dt` per step from the previous command and
-  stay inside the joint limits (these two are applied last, together); within that window the PD
-  torque `kp·(target − q) − kd·q̇` is kept inside the torque limits wherever it can be;
-- velocity: targets change at most `max_acceleration · dt` per step and stay inside the speed limit
-  (the actuator's control range from the manifest, and `max_velocity_command`); the drive limits its
-  own torque (a velocity servo's current limit), as the simulated actuator's force range did;
-- effort: torques stay inside the torque limits.
-Every command is finite.
+Design and contract notes: docs/modules/batonlab.deploy.safety.md.
 """
 
 from __future__ import annotations

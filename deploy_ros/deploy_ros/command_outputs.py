@@ -1,21 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """`policy_node`'s command vector as ROS messages: one Float64MultiArray per interface, and/or a JointTrajectory.
 
-Why a module: which topics carry which joints in which order is the contract with the robot's
-controllers, and a wrong order drives a joint with another joint's target. The topics, the joint
-orders, their checks and the publishing sit together here, apart from the control step.
-
-The command vector holds the policy's joints, then the joints the manifest holds (a stowed arm on a
-base-only policy), each with its interface: "position", "velocity" (wheels [rad/s]) or "effort". A
-robot with one interface gets one Float64MultiArray on `command_topic`, in `command_joint_order`. A
-robot with several gets one per interface I on `command_topics.I` (default `<command_topic>/I`:
-joint_commands/position, joint_commands/velocity), in `command_joint_orders.I` (default: I's joints
-in command-vector order); on a robot these are ros2_control forward controllers
-(/forward_position_controller/commands, /forward_velocity_controller/commands). sim_robot_node takes
-the same scheme. A JointTrajectory carries positions only: `output` trajectory or both refuses a
-policy with velocity or effort joints.
-
-Only batonlab.deploy, rclpy and message packages are imported: no torch, no mujoco.
+Design and contract notes: docs/modules/deploy_ros.command_outputs.md.
 """
 
 from __future__ import annotations

@@ -1,35 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """`policy_node`'s inputs: its subscriptions, and what each message does to the runtime (and the bag).
 
-Why a module: how a message becomes an input (which IMU field feeds which manifest sensor, how a
-Twist fills the velocity command, how old a reading is) decides whether the policy sees the robot
-as it is, and it is read and tested apart from the control step that consumes the inputs.
-
-Inputs: joint_states (sensor_msgs/JointState; the joints may be split over several messages), imu
-(sensor_msgs/Imu: feeds the manifest's sensors whose source is an IMU field, e.g. the wheel-legged
-robot's imu_quat ← orientation (w, x, y, z) and imu_gyro ← angular_velocity; REP-145: a covariance
-whose element 0 is -1 means no reading), cmd_vel (geometry_msgs/Twist, `deploy_ros.node_params`),
-estop (std_msgs/Bool), sensors/<name> and commands/<name> for the other inputs the manifest names
-(`sensor_topics.<name>`, `task_command_topics.<name>`; see `deploy_ros.messages`: pose sensors such as
-a perception node's object_pose arrive as geometry_msgs/PoseStamped), and, when
-recording, odom (nav_msgs/Odometry: recorded only, never an input of the policy).
-
-QoS. Every input is subscribed BEST_EFFORT + VOLATILE, which matches publishers of any reliability
-and durability: an e-stop published RELIABLE or BEST_EFFORT is heard either way. Publishers the
-node cannot hear (another message type, incompatible QoS) are named on ~/state and /diagnostics
-(`deploy_ros.input_monitor`).
-
-Timing. Input callbacks do not run on their own: the input subscriptions sit in a callback group
-that the executor never waits on (`TakenByTheControlStep`), and each control step begins by taking
-every message the middleware holds for them, in arrival order. An input's age is measured from the
-moment the middleware received it (DDS reception stamp, mapped onto the steady clock), not from
-when Python got around to it, so a node that was itself descheduled does not blame the robot for
-its own delay, and a burst of input messages can never delay or starve a control step. (Measured
-on 2 cores against the 200 Hz simulator: 27 % CPU with per-message callbacks on one thread, 48 %
-with input and control callback groups on a two-thread executor.) With `use_sim_time:=true`
-(sim-to-sim) ages follow the simulator's /clock.
-
-Only batonlab.deploy, rclpy and message packages are imported: no torch, no mujoco.
+Design and contract notes: docs/modules/deploy_ros.node_inputs.md.
 """
 
 from __future__ import annotations

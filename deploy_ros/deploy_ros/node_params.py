@@ -1,21 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """`policy_node`'s parameters, and the configuration they turn into (`SafetyCfg`, the cmd_vel command).
 
-Why a module: every setting a robot integrator can change lives in one table here, next to the
-checks that refuse a bad setting before anything is commanded (`RefusedToStart`, exit code 2), so a
-reader can see what the node accepts without reading the control step. Parameters the node declares
-per manifest entry are declared where they are used: `stop_pose.<joint>` here, `command_topics.<I>`
-and `command_joint_orders.<I>` in `deploy_ros.command_outputs`, `sensor_topics.<name>` and
-`task_command_topics.<name>` in `deploy_ros.node_inputs`. The safety parameters (names, defaults,
-descriptions) are generated from `SafetyCfg` (`batonlab.deploy.safety_params`); config/policy_node.yaml
-is checked against them (tests/test_deploy_safety_params.py).
-
-cmd_vel. Its Twist maps onto a manifest command by field name (lin_vel_x ← linear.x, lin_vel_y ←
-linear.y, ang_vel_z ← angular.z, …, `deploy_ros.messages.twist_to_command`); fields a Twist cannot
-carry (a base height) keep the command's default, and so does the whole command `cmd_vel_timeout_s`
-after the last Twist. `cmd_vel_command` "auto" picks the one command with a lin_vel_x field.
-
-Only batonlab.deploy, rclpy and message packages are imported: no torch, no mujoco.
+Design and contract notes: docs/modules/deploy_ros.node_params.md.
 """
 
 from __future__ import annotations

@@ -1,27 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """`policy_node`: a batonlab policy as a ROS 2 node, a thin layer over `batonlab.deploy.DeployRuntime`.
 
-Subscribes:  joint_states, imu, cmd_vel, estop (std_msgs/Bool: true stops; in heartbeat mode false
-             must keep arriving), sensors/<name> and commands/<name> for the other inputs the manifest
-             names, and, when recording, odom (`deploy_ros.node_inputs`).
-Publishes:   joint commands as std_msgs/Float64MultiArray for ros2_control's forward controllers
-             (and/or trajectory_msgs/JointTrajectory; `deploy_ros.command_outputs`), ~/state
-             (std_msgs/String, JSON, latched: one per state transition, per change of the stop phase,
-             of the waiting reason and of input problems) and diagnostics (diagnostic_msgs/DiagnosticArray:
-             the node, and its inputs). Outputs are RELIABLE (commands, depth 1) and RELIABLE +
-             TRANSIENT_LOCAL (~/state), which any subscriber matches.
-Services:    ~/reset (leave stop; refused while the e-stop is on), ~/start (when auto_start is off;
-             refused, naming the input, while a required input never arrived or is faulty).
-Recording:   with `record:=true`, a rosbag2 (MCAP) bag of inputs, policy steps and commands
-             (`deploy_ros.node_recording`).
-Parameters:  `deploy_ros.node_params`.
-
-This module is the node itself: it wires the parts together and runs the control step, a timer on
-the steady clock (on the simulator's /clock with `use_sim_time:=true`), which takes the waiting
-inputs, steps the runtime, publishes the command and reports state changes. The step's own lateness
-and loop overruns are reported in diagnostics.
-
-Only batonlab.deploy, rclpy and message packages are imported: no torch, no mujoco.
+Design and contract notes: docs/modules/deploy_ros.policy_node.md.
 """
 
 from __future__ import annotations
