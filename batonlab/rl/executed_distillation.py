@@ -33,6 +33,7 @@ class ExecutedActionDistillation(Distillation):
         self.label_high = torch.as_tensor(high, dtype=torch.float32, device=self.device) if high else None
 
     def act(self, obs: TensorDict) -> torch.Tensor:
+        """The student's actions, with the teacher's labels clipped to the executed bounds when they are set."""
         actions = super().act(obs)
         if self.label_low is not None:
             labels = self.transition.privileged_actions
