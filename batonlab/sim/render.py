@@ -127,6 +127,7 @@ class OffscreenRenderer:
         return np.flipud(self._pixels).copy()
 
     def close(self) -> None:
+        """Free the MuJoCo render context and its GL context."""
         if self._gl is not None:
             self._gl.make_current()
             self._context.free()
@@ -135,6 +136,7 @@ class OffscreenRenderer:
 
 
 def make_renderer(model: mujoco.MjModel, height: int, width: int) -> OffscreenRenderer:
+    """An offscreen renderer of `height` x `width` pixels for `model`."""
     return OffscreenRenderer(model, height, width)
 
 
