@@ -225,8 +225,8 @@ def _fit(samples, pairs, labels, dropped, epochs, lr, heldout, seed, hidden) -> 
 
 @contextlib.contextmanager
 def _one_thread():
-    """A tiny network trains fastest on one thread; with other busy processes on the cores, torch's
-    worker threads spin-waiting for each other made a 0.5 s fit take 50 s (measured on 2 cores)."""
+    """Run the block on one torch thread: a tiny network trains fastest so, and torch's worker threads
+    spin-wait for each other when other processes keep the cores busy (docs/modules/batonlab.learned.preference.md)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
