@@ -19,6 +19,7 @@ from batonlab.cli.common import CliError
 
 
 def run(args: list[str]) -> int:
+    """`batonlab bag info|export`: print a bag's summary or write its topics as CSV; returns the exit code."""
     parser = argparse.ArgumentParser(prog="batonlab bag", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="action", required=True)
     info = sub.add_parser("info", help="topics, counts, duration, rates and metadata")

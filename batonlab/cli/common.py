@@ -180,6 +180,7 @@ def check_run_robot(top: CliOptions, run_dir: Path) -> None:
 
 
 def seed_everything(seed: int) -> None:
+    """Seed Python's, NumPy's and torch's random generators with `seed`."""
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)

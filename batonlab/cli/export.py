@@ -18,6 +18,7 @@ from batonlab.utils.serialize import to_plain
 
 
 def run(inv: Invocation) -> int:
+    """`batonlab export`: write a trained policy's ONNX file and manifest; returns the exit code."""
     inv.task.num_envs = 1
     env, runner, run_dir, ckpt = load_trained(inv)
     if inv.top.verbose:

@@ -18,6 +18,7 @@ from batonlab.cli.common import CliError
 
 
 def run(args: list[str]) -> int:
+    """`batonlab import-isaaclab`: turn an Isaac Lab policy into an export folder; returns the exit code."""
     parser = argparse.ArgumentParser(prog="batonlab import-isaaclab", description="An Isaac Lab policy (its IO "
                                      "descriptors and policy.onnx) as a batonlab export folder that policy_node runs.")
     parser.add_argument("io_descriptors", type=Path, help="the IO-descriptor YAML Isaac Lab exported")

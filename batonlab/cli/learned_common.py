@@ -56,6 +56,7 @@ def parse_subcommand(args: list[str], options, command: str, doc: str, needs_tas
 
 
 def options_help(options, command: str, about: str) -> str:
+    """Help text of a `batonlab reward` subcommand, one line per option with its default."""
     lines = [f"usage: batonlab reward {command} [key=value ...]", "", about, "", "options:"]
     for f in dataclasses.fields(options):
         lines.append(f"  {f.name}={getattr(options, f.name)!s:22s} {f.metadata.get('help', '')}")
@@ -63,6 +64,7 @@ def options_help(options, command: str, about: str) -> str:
 
 
 def option(default, help: str):
+    """A dataclass field with a default and its `help` text for `options_help`."""
     return dataclasses.field(default=default, metadata={"help": help})
 
 

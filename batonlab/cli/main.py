@@ -141,6 +141,7 @@ _TRAINING_STACK = {"torch", "mujoco", "rsl_rl", "tensordict", "hydra", "omegacon
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Entry point of `batonlab COMMAND ...`: dispatch to the command; returns the exit code."""
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(USAGE)

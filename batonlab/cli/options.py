@@ -31,6 +31,7 @@ _COMMAND_TAG = re.compile(r"^((?:train|play|export)(?:,\s*(?:train|play|export))
 
 @dataclass
 class PlayOptions:
+    """The `play.*` options: episodes, video and recording settings."""
     num_episodes: int
     video: bool
     video_episodes: int
@@ -41,6 +42,7 @@ class PlayOptions:
 
 @dataclass
 class ExportOptions:
+    """The `export.*` options."""
     out_dir: str | None
 
 

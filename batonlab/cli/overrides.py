@@ -30,6 +30,7 @@ class UnknownKeyError(OverrideError):
 
 
 def parse(overrides: list[str]) -> list[Override]:
+    """Parse `key=value` command-line overrides with Hydra's grammar."""
     return OverridesParser.create().parse_overrides(overrides)
 
 

@@ -16,6 +16,7 @@ from batonlab.utils.files import atomic_write_text
 
 
 def run(inv: Invocation) -> int:
+    """`batonlab play`: evaluate a trained policy (video, recording optional); returns the exit code."""
     top = inv.top
     seed_everything(top.seed)
     inv.task.num_envs = top.play.num_episodes

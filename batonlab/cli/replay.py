@@ -44,6 +44,7 @@ def _per_joint(open_loop) -> str:
 
 
 def run(args: list[str]) -> int:
+    """`batonlab replay BAG`: replay a bag (open loop, policy re-evaluation, report); returns the exit code."""
     from batonlab.logs.replay import PHYSICS_MODES
 
     parser = argparse.ArgumentParser(prog="batonlab replay", description=__doc__.split("\n\n")[0],

@@ -23,6 +23,7 @@ USAGE = "usage: batonlab reward <subcommand> [key=value ...]\n\nsubcommands:\n" 
 
 
 def run(args: list[str]) -> int:
+    """`batonlab reward SUBCOMMAND`: dispatch to the reward subcommand; returns its exit code."""
     if not args or args[0] in ("-h", "--help", "help"):
         print(USAGE)
         return 0

@@ -23,6 +23,7 @@ from batonlab.cli.learned_common import llm_client, option, parse_subcommand, ta
 
 @dataclass
 class PotentialOptions:
+    """The `key=value` options of `batonlab reward fit-potential`."""
     task: str | None = option(None, "registered task (must define TaskCfg.progress for labeller=scripted/stand-in)")
     labeller: str = option("scripted", "scripted, vlm (an OpenAI-compatible VLM server) or stand-in")
     group: str = option("policy", "observation group Φ reads")
@@ -43,6 +44,7 @@ class PotentialOptions:
 
 
 def run(args: list[str]) -> int:
+    """`batonlab reward fit-potential`: fit and save a potential Φ; returns the exit code."""
     options = parse_subcommand(args, PotentialOptions(), "fit-potential", __doc__, needs_task=True)
     if options is None:
         return 0
@@ -55,6 +57,7 @@ def run(args: list[str]) -> int:
 
 
 def fit(options: PotentialOptions):
+    """Collect and label states, fit Φ and save it; returns the fit result and the file written."""
     import torch
 
     from batonlab.learned.preference import (

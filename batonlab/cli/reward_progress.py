@@ -26,6 +26,7 @@ from batonlab.cli.learned_common import option, parse_subcommand
 
 @dataclass
 class ProgressOptions:
+    """The `key=value` options of `batonlab reward fit-progress`."""
     tasks: list[str] = field(default_factory=lambda: ["arm_reach", "arm_lift"],
                              metadata={"help": "tasks whose rollouts train the encoder, e.g. [arm_reach,arm_lift]"})
     episodes: int = option(16, "episodes of random actions per task")
@@ -45,6 +46,7 @@ class ProgressOptions:
 
 
 def run(args: list[str]) -> int:
+    """`batonlab reward fit-progress`: train and save a progress encoder; returns the exit code."""
     options = parse_subcommand(args, ProgressOptions(), "fit-progress", __doc__)
     if options is None:
         return 0

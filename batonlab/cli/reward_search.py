@@ -23,6 +23,7 @@ from batonlab.cli.learned_common import fields_and_sample, llm_client, option, p
 
 @dataclass
 class SearchOptions:
+    """The `key=value` options of `batonlab reward search`."""
     task: str | None = option(None, "registered task (its success term judges the trials)")
     iterations: int = option(2, "rounds of sampling, training and reflection")
     samples: int = option(2, "reward functions sampled per round")
@@ -53,6 +54,7 @@ class TrialSetup:
 
 
 def run(args: list[str]) -> int:
+    """`batonlab reward search`: run the LLM reward search and write its results; returns the exit code."""
     options = parse_subcommand(args, SearchOptions(), "search", __doc__, needs_task=True)
     if options is None:
         return 0

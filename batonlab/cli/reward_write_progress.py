@@ -20,6 +20,7 @@ from batonlab.cli.learned_common import fields_and_sample, llm_client, option, p
 
 @dataclass
 class WriteProgressOptions:
+    """The `key=value` options of `batonlab reward write-progress`."""
     task: str | None = option(None, "registered task")
     group: str = option("policy", "observation group whose fields the function reads")
     attempts: int = option(3, "answers at most (a rejected function's error goes back to the LLM)")
@@ -32,6 +33,7 @@ class WriteProgressOptions:
 
 
 def run(args: list[str]) -> int:
+    """`batonlab reward write-progress`: have the LLM write a progress function; returns the exit code."""
     options = parse_subcommand(args, WriteProgressOptions(), "write-progress", __doc__, needs_task=True)
     if options is None:
         return 0

@@ -61,6 +61,7 @@ class TrainResult:
 
 
 def run(inv: Invocation) -> int:
+    """`batonlab train`: train, evaluate and report (or print how to resume); returns the exit code."""
     result = train(inv)
     if result.interrupted:
         if result.checkpoint is not None:

@@ -46,6 +46,7 @@ class Rollouts:
 
     @property
     def num_episodes(self) -> int:
+        """Number of recorded episodes."""
         return self.frames.shape[0]
 
 

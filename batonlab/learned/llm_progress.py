@@ -32,12 +32,14 @@ REWARD_SYSTEM = ("You are a reward engineer. You write dense reward functions in
 
 
 def progress_prompt(task_description: str, fields: list[FieldSpec]) -> str:
+    """The LLM prompt asking for `progress(obs)` (num_envs,) in [0, 1] over the given observation fields."""
     return (f"Task: {task_description}\n\nWrite `def progress(obs):` returning a tensor of shape (num_envs,) in [0, 1]: "
             "0 at the start of a typical episode, 1 when the task is complete, increasing as the robot gets closer "
             f"to completing it.\n`obs` is a dict of float tensors:\n{describe_fields(fields)}\n\n{SANDBOX_RULES}")
 
 
 def reward_prompt(task_description: str, fields: list[FieldSpec], task_source: str) -> str:
+    """The LLM prompt asking for `reward(obs)`, a dict of (num_envs,) components, given the task's source."""
     return (f"Task: {task_description}\n\nThe environment's source code (for reference):\n```python\n{task_source}\n```\n\n"
             "Write `def reward(obs):` returning a dict of named reward components, each a tensor of shape (num_envs,); "
             "the reward is their sum (scale components to roughly [-1, 1] per step). The task's success is judged by its "
@@ -55,6 +57,7 @@ def extract_code(answer: str) -> str | None:
 
 @dataclass
 class WrittenFunction:
+    """An LLM-written function: the accepted source (or None) and why each rejected attempt failed."""
     source: str | None
     """The accepted code, or None when no attempt passed."""
     errors: list[str] = field(default_factory=list)

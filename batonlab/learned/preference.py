@@ -137,9 +137,11 @@ class ImageProgressOracle:
 
     @staticmethod
     def key(frame: np.ndarray) -> str:
+        """Hash that identifies a (H, W, 3) uint8 frame by its pixels."""
         return hashlib.sha256(np.ascontiguousarray(frame, dtype=np.uint8).tobytes()).hexdigest()
 
     def register(self, frames: np.ndarray, progress: torch.Tensor) -> None:
+        """Remember the true progress (N,) of each of the frames (N, H, W, 3) for later answers."""
         for frame, value in zip(frames, progress.tolist()):
             self._progress[self.key(frame)] = value
 
@@ -168,11 +170,13 @@ class PotentialModel(nn.Module):
         """Divides Φ so that its spread over the training states is 1 (the shaping weight is then in reward units)."""
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
+        """Φ of each state: features (N, dim) -> potentials (N,)."""
         return self.net((features - self.mean) / self.std).squeeze(-1) / self.scale
 
 
 @dataclass
 class FitResult:
+    """A fitted potential model with its train and held-out pair accuracies."""
     model: PotentialModel
     train_accuracy: float
     heldout_accuracy: float
@@ -221,8 +225,8 @@ def _fit(samples, pairs, labels, dropped, epochs, lr, heldout, seed, hidden) -> 
 
 @contextlib.contextmanager
 def _one_thread():
-    """A tiny network trains fastest on one thread; with other busy processes on the cores, torch's
-    worker threads spin-waiting for each other made a 0.5 s fit take 50 s (measured on 2 cores)."""
+    """Run the block on one torch thread: a tiny network trains fastest so, and torch's worker threads
+    spin-wait for each other when other processes keep the cores busy (docs/modules/batonlab.learned.preference.md)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

@@ -172,10 +172,8 @@ def train_encoder(episodes: Sequence[np.ndarray], encoder_cfg: EncoderCfg | None
     Args:
         aligned_groups: Per episode, None or a group id. Episodes of one group are rollouts of the same
             policy on the same task from a reset, rendered at the same spacing: their k-th frames
-            show the same moment of the task, like the synchronised views of multi-view TCN. That
-            is what aligns the embedding across episodes (a frame of a new episode lands near the
-            demo frame of the same phase, whatever the target's place); frames of one episode alone
-            teach only to tell times apart within it. Random-action episodes belong to no group.
+            show the same moment of the task (why: docs/modules/batonlab.learned.progress_encoder.md).
+            Random-action episodes belong to no group.
     """
     encoder_cfg, cfg = encoder_cfg or EncoderCfg(), cfg or TrainCfg()
     aligned_groups = list(aligned_groups) if aligned_groups is not None else [None] * len(episodes)

@@ -87,9 +87,8 @@ class ProgressMatcher:
         demo_progress: A demo frame's progress: "arclength" (default), its share of the demo's path in
             embedding space, so that repeated frames (a demo that pauses) share one progress; "index",
             its time index over (T - 1). Neither fixes a demo with a long tail of holding still: the
-            embedding's small frame-to-frame jitter adds up along the tail (a 199-frame arm_reach
-            episode reached 0.36 by its 10th frame and climbed to 1 over the rest). Cut demos where
-            the task is done.
+            embedding's small frame-to-frame jitter adds up along the tail (an example:
+            docs/modules/batonlab.learned.progress_matcher.md). Cut demos where the task is done.
     """
 
     def __init__(self, encoder: ProgressEncoder, demo_frames: np.ndarray, window: int = 3, soft_neighbors: int = 3,

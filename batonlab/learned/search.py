@@ -40,6 +40,7 @@ class TrialSpec:
 
 @dataclass
 class TrialResult:
+    """One sampled reward function's outcome: status, training and evaluation success, statistics."""
     iteration: int
     sample: int
     status: str
@@ -58,11 +59,13 @@ class TrialResult:
 
     @property
     def score(self) -> tuple[float, float]:
+        """Sort key: (evaluation success, last training iteration's success)."""
         return (self.success, self.train_success[-1] if self.train_success else 0.0)
 
 
 @dataclass
 class SearchCfg:
+    """Settings of the LLM reward search: rounds, samples per round, retries, seed and Ray resources."""
     iterations: int = 2
     """Rounds of sampling, training and reflection."""
     samples: int = 2

@@ -282,6 +282,7 @@ class _Handler(BaseHTTPRequestHandler):
     server: _HTTPServer
 
     def do_POST(self) -> None:
+        """Serve POST /v1/chat/completions; 404 for any other path."""
         if self.path.rstrip("/") != "/v1/chat/completions":
             self._send(*_error(404, "not_found", f"no route POST {self.path}"))
             return
@@ -290,6 +291,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(*self.server.stand_in._serve_chat(raw, headers))
 
     def do_GET(self) -> None:
+        """Serve GET /v1/models; 404 for any other path."""
         if self.path.rstrip("/") != "/v1/models":
             self._send(*_error(404, "not_found", f"no route GET {self.path}"))
             return

@@ -44,6 +44,7 @@ class BagError(Exception):
 
 @dataclass
 class TopicInfo:
+    """One topic's type, message count and log-time span [s since bag start]."""
     topic: str
     msgtype: str
     count: int
@@ -60,6 +61,7 @@ class TopicInfo:
 
 @dataclass
 class JointStates:
+    """A bag's sensor_msgs/JointState messages as arrays (N messages, J joints)."""
     t: np.ndarray
     """(N,) log time [s since bag start]."""
     stamp: np.ndarray
@@ -82,6 +84,7 @@ class JointStates:
 
 @dataclass
 class Vectors:
+    """A topic of flat numeric messages as arrays (N messages, D values)."""
     t: np.ndarray
     """(N,) log time [s since bag start]."""
     values: np.ndarray
@@ -92,6 +95,7 @@ class Vectors:
 
 @dataclass
 class ImuSeries:
+    """A bag's sensor_msgs/Imu messages as arrays; `t` is (N,) log time [s since bag start]."""
     t: np.ndarray
     orientation_wxyz: np.ndarray
     """(N, 4)."""
@@ -156,6 +160,7 @@ def quat_yaw(wxyz: np.ndarray) -> np.ndarray:
 
 @dataclass
 class PolicySteps:
+    """The policy node's per-step records (observation, actions, safety state) as arrays."""
     t: np.ndarray
     """(N,) log time [s since bag start]."""
     step: np.ndarray
@@ -202,6 +207,7 @@ class BagLog:
 
     @property
     def duration_s(self) -> float:
+        """Log time from the first to the last message [s]."""
         return (self.end_ns - self.start_ns) * 1e-9
 
     @property
@@ -243,6 +249,7 @@ def _series(log: BagLog, role: str):
 
 @dataclass
 class RawMessage:
+    """One deserialized message with its topic, type and log time [ns]."""
     topic: str
     msgtype: str
     log_ns: int

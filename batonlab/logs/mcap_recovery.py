@@ -36,21 +36,25 @@ class _Cursor:
         self.buf, self.pos = buf, pos
 
     def u16(self) -> int:
+        """Read a little-endian uint16 and advance."""
         (v,) = struct.unpack_from("<H", self.buf, self.pos)
         self.pos += 2
         return v
 
     def u32(self) -> int:
+        """Read a little-endian uint32 and advance."""
         (v,) = struct.unpack_from("<I", self.buf, self.pos)
         self.pos += 4
         return v
 
     def u64(self) -> int:
+        """Read a little-endian uint64 and advance."""
         (v,) = struct.unpack_from("<Q", self.buf, self.pos)
         self.pos += 8
         return v
 
     def bytes(self, n: int) -> bytes:
+        """Read `n` raw bytes and advance (struct.error past the buffer's end)."""
         if self.pos + n > len(self.buf):
             raise struct.error("record runs past the end of its buffer")
         v = bytes(self.buf[self.pos : self.pos + n])
@@ -58,6 +62,7 @@ class _Cursor:
         return v
 
     def string(self) -> str:
+        """Read a uint32-length-prefixed UTF-8 string and advance."""
         return self.bytes(self.u32()).decode()
 
 

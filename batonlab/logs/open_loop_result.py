@@ -95,6 +95,7 @@ class OpenLoopResult:
 
     @property
     def max_abs_error(self) -> float:
+        """Largest finite |sim - log| over steps and position-compared joints (0 if none)."""
         err = np.abs(self.error)
         return float(np.nanmax(err)) if np.isfinite(err).any() else 0.0
 
@@ -102,6 +103,7 @@ class OpenLoopResult:
 
     @property
     def has_base(self) -> bool:
+        """Whether the replay has a finite base drift to report."""
         return self.base_drift is not None and bool(np.isfinite(self.base_drift).any())
 
     # The summaries below are NaN without a base comparison (`has_base` False).

@@ -35,14 +35,17 @@ class PolicyEvalResult:
 
     @property
     def diff(self) -> np.ndarray:
+        """Replayed minus logged raw actions (N, A)."""
         return self.replayed - self.logged
 
     @property
     def max_abs_diff(self) -> float:
+        """Largest |replayed - logged| over steps and actions (0 if no steps)."""
         return float(np.abs(self.diff).max()) if self.diff.size else 0.0
 
     @property
     def rms_per_action(self) -> np.ndarray:
+        """RMS of `diff` over steps, per action (A,)."""
         return np.sqrt(np.mean(self.diff**2, axis=0))
 
 

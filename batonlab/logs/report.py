@@ -153,6 +153,7 @@ def _per_joint_figure(names: list[str], title: str):
 
 
 def plot_joints(path: Path, log: BagLog, open_loop: OpenLoopResult | None) -> Path | None:
+    """Per-joint plot of log, open-loop sim and command; None if the bag has no joint states."""
     js = log.joint_states
     if js is None:
         return None
@@ -185,6 +186,7 @@ def plot_joints(path: Path, log: BagLog, open_loop: OpenLoopResult | None) -> Pa
 
 
 def plot_sim_vs_log(path: Path, open_loop: OpenLoopResult) -> Path:
+    """Plot the open-loop replay's per-joint error and RMSE over time."""
     plt = _plt()
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
     for j, name in enumerate(open_loop.joint_names):
@@ -227,6 +229,7 @@ def plot_base_drift(path: Path, open_loop: OpenLoopResult) -> Path:
 
 
 def plot_tracking(path: Path, log: BagLog, open_loop: OpenLoopResult | None = None) -> Path | None:
+    """Per-joint plot of command minus logged state; None if the bag has no commands to compare."""
     velocity = velocity_joints(log, open_loop)
     tracking = tracking_error(log, velocity)
     if tracking is None:
@@ -242,6 +245,7 @@ def plot_tracking(path: Path, log: BagLog, open_loop: OpenLoopResult | None = No
 
 
 def plot_action_diff(path: Path, policy: PolicyEvalResult) -> Path:
+    """Plot the logged raw actions and the re-evaluated minus logged difference."""
     plt = _plt()
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
     for j, name in enumerate(policy.action_names):
@@ -257,6 +261,7 @@ def plot_action_diff(path: Path, policy: PolicyEvalResult) -> Path:
 
 
 def plot_latency(path: Path, log: BagLog) -> Path | None:
+    """Plot each latency series over time and as a histogram [ms]; None if the bag has none."""
     lat = latency(log)
     if not lat:
         return None

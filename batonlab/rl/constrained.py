@@ -1,29 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Constrained PPO on top of rsl-rl's PPO: a multi-head cost critic, cost GAE, and P3O or PPO-Lagrangian.
 
-The env reports K costs per step (`extras["costs"]`, (num_envs, K)) and a limit per cost, the allowed
-mean cost per control step (`CostTermCfg.limit`). The constraint is J_Ck <= d_k with J_Ck the expected
-discounted cost sum and d_k = limit_k / (1 - gamma). Both algorithms use two estimates:
-
-- the cost surrogate `L_Ck = E[max(ratio * A_Ck, clip(ratio, 1 - eps, 1 + eps) * A_Ck)]`, the
-  pessimistic first-order change of (1 - gamma) * J_Ck when the policy moves (the cost advantages are
-  centred, not divided by their std, so L_Ck stays in cost units per step);
-- `(1 - gamma) * (J_Ck - d_k) ~= mean cost per step of this rollout - limit_k`: (1 - gamma) * J_Ck is
-  the discount-weighted mean of the per-step cost, which the rollout's plain mean estimates, and
-  (1 - gamma) * d_k is the limit by definition.
-
-`L_Ck + mean_cost_k - limit_k` therefore estimates (1 - gamma)(J_Ck(new policy) - d_k).
-
-- `P3O` (Zhang et al. 2022, "Penalized Proximal Policy Optimization for Safe RL"): the exact penalty
-  `loss = L_R + kappa * sum_k max(0, L_Ck + mean_cost_k - limit_k)`, zero (with zero gradient)
-  while the new policy is estimated to keep every limit.
-- `PPOLagrangian`: multipliers lambda_k >= 0 stepped once per iteration, before the policy update
-  (`batonlab.rl.multipliers`), and `loss = (L_R + sum_k lambda_k L_Ck) / (1 + sum_k lambda_k)`;
-  the division keeps the step size of the policy bounded as the multipliers grow.
-
-Both are built by rsl-rl's `PPO.construct_algorithm` from `to_rsl_rl_dict`'s entry
-(`class_name="batonlab.rl.constrained:P3O"`, plus `num_costs`, `cost_critic_cfg`, `constraint_cfg`).
-Feed-forward actor and critic only: recurrent models, RND and symmetry raise a ValueError.
+Design and contract notes: docs/modules/batonlab.rl.constrained.md.
 """
 
 from __future__ import annotations
@@ -114,6 +92,7 @@ class ConstrainedPPO(PPO, abc.ABC):
     # Rollout.
 
     def act(self, obs):
+        """rsl-rl's actions (N, num_actions), also recording the cost critic's values (N, K) for this step."""
         actions = super().act(obs)
         self._cost_values = self.cost_critic(obs).detach()
         return actions
@@ -128,6 +107,7 @@ class ConstrainedPPO(PPO, abc.ABC):
         super().process_env_step(obs, rewards, dones, extras)
 
     def compute_returns(self, obs) -> None:
+        """rsl-rl's reward returns plus the cost GAE returns, bootstrapped from the cost critic at `obs`."""
         super().compute_returns(obs)
         last_values = self.cost_critic(obs).detach()
         self.cost_storage.compute_returns(last_values, self.storage.dones, self.gamma, self.lam)
@@ -268,10 +248,12 @@ class ConstrainedPPO(PPO, abc.ABC):
     # Models, checkpoints, multi-GPU.
 
     def train_mode(self) -> None:
+        """Put the actor, critic and cost critic in training mode."""
         super().train_mode()
         self.cost_critic.train()
 
     def eval_mode(self) -> None:
+        """Put the actor, critic and cost critic in evaluation mode."""
         super().eval_mode()
         self.cost_critic.eval()
 
@@ -294,21 +276,24 @@ class ConstrainedPPO(PPO, abc.ABC):
         return load_iteration
 
     def compile(self, mode: str | None = None) -> None:
+        """torch.compile the actor, critic and cost critic with `mode`."""
         super().compile(mode)
         self.cost_critic = compile_model(self._raw_cost_critic, mode)
 
     def broadcast_parameters(self) -> None:
+        """Copy rank 0's actor, critic and cost critic parameters to every rank."""
         super().broadcast_parameters()
         for tensor in self._raw_cost_critic.state_dict().values():
             torch.distributed.broadcast(tensor, src=0)
 
     def reduce_parameters(self) -> None:
+        """Average the gradients of the actor, critic and cost critic across ranks."""
         params = chain(self.actor.parameters(), self.critic.parameters(), self.cost_critic.parameters())
         reduce_gradients_in_buckets(params, self.gpu_world_size, self.grad_reduce_bucket_mb)
 
 
 class P3O(ConstrainedPPO):
-    """Penalized PPO: `L_R + kappa * sum_k max(0, L_Ck + mean_cost_k - limit_k)` (see the module docstring)."""
+    """Penalized PPO: `L_R + kappa * sum_k max(0, L_Ck + mean_cost_k - limit_k)` (docs/modules/batonlab.rl.constrained.md)."""
 
     def _policy_loss(self, surrogate_loss, cost_surrogate):
         penalty = p3o_penalty(cost_surrogate, self.mean_cost, self.limits, self.constraint.penalty_coef)

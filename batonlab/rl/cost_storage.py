@@ -66,6 +66,7 @@ class CostStorage:
         self.step += 1
 
     def clear(self) -> None:
+        """Start a new rollout (the next `add` writes step 0)."""
         self.step = 0
 
     def mean_cost(self) -> torch.Tensor:

@@ -36,6 +36,7 @@ class DistributedContext:
 
     @property
     def is_main(self) -> bool:
+        """Whether this is rank 0."""
         return self.rank == 0
 
     def device(self, requested: str) -> str:
@@ -67,11 +68,13 @@ def context_from_environment(requested_device: str, environ=os.environ) -> Distr
 
 
 def init_process_group(ctx: DistributedContext) -> None:
+    """Join the torch.distributed process group (and pin this rank's GPU for nccl)."""
     if ctx.backend == "nccl":
         torch.cuda.set_device(ctx.local_rank)
     torch.distributed.init_process_group(backend=ctx.backend, rank=ctx.rank, world_size=ctx.world_size)
 
 
 def shutdown() -> None:
+    """Leave the process group, if one was joined."""
     if torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()

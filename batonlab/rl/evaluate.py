@@ -20,6 +20,7 @@ from batonlab.utils.threads import torch_threads
 
 @dataclass
 class EvalResult:
+    """Outcome of one evaluation: per-episode arrays (num_episodes,) plus their summaries."""
     num_episodes: int
     success_rate: float
     mean_return: float

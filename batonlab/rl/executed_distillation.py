@@ -4,10 +4,10 @@
 A PPO teacher's mean action often leaves the range where it changes anything: a gripper command of
 -5 closes the gripper exactly as -1 does (the servo target is clamped to its control range), and an
 arm action past its joint's control range is clamped the same way. rsl-rl's Distillation regresses
-the student onto the raw outputs, so such saturated, arbitrary magnitudes dominate the loss (arm_lift's
-teacher: gripper action std 3.1 where only [-1, 1] matters) and the student spends its capacity on
-numbers that do not move the robot. Here each label is first clamped to its dim's saturation bounds
-(`ActionManager.saturation_bounds`), which leaves every executed command unchanged.
+the student onto the raw outputs, so such saturated, arbitrary magnitudes dominate the loss and the
+student spends its capacity on numbers that do not move the robot (an example:
+docs/modules/batonlab.rl.executed_distillation.md). Here each label is first clamped to its dim's
+saturation bounds (`ActionManager.saturation_bounds`), which leaves every executed command unchanged.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ class ExecutedActionDistillation(Distillation):
         self.label_high = torch.as_tensor(high, dtype=torch.float32, device=self.device) if high else None
 
     def act(self, obs: TensorDict) -> torch.Tensor:
+        """The student's actions, with the teacher's labels clipped to the executed bounds when they are set."""
         actions = super().act(obs)
         if self.label_low is not None:
             labels = self.transition.privileged_actions

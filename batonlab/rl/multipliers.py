@@ -63,6 +63,7 @@ class LagrangeMultipliers:
         return self.value
 
     def state_dict(self) -> dict[str, torch.Tensor]:
+        """Copies of the multipliers and the PID rule's state, each (num_costs,) or a scalar."""
         return {"value": self.value.clone(), "integral": self.integral.clone(),
                 "previous_cost": self.previous_cost.clone(), "num_updates": self.num_updates.clone()}
 

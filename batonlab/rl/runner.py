@@ -279,6 +279,7 @@ class BatonRunner:
         return state
 
     def save(self, path: str | Path) -> Path:
+        """Write `state_dict` to `path` atomically; returns the path written."""
         self.last_checkpoint = checkpoint.save_atomic(self.state_dict(), path)
         return self.last_checkpoint
 

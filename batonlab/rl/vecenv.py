@@ -23,16 +23,20 @@ class RslRlVecEnv(VecEnv):
 
     @property
     def episode_length_buf(self) -> torch.Tensor:
+        """The env's steps into the current episode (N,) [control steps]."""
         return self.env.episode_length_buf
 
     @episode_length_buf.setter
     def episode_length_buf(self, value: torch.Tensor) -> None:
+        """Overwrite the env's episode lengths in place (rsl-rl randomizes them at start)."""
         self.env.episode_length_buf[:] = value
 
     def get_observations(self) -> TensorDict:
+        """The env's current observation groups (TensorDict of (N, dim) tensors)."""
         return self.env.get_observations()
 
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
+        """Step the env: `(obs, reward (N,), dones (N,) long, extras with time_outs (N,))`."""
         obs, reward, terminated, truncated, extras = self.env.step(actions)
         extras["time_outs"] = truncated
         return obs, reward, (terminated | truncated).to(torch.long), extras

@@ -66,6 +66,7 @@ class RobotFile:
     """Each site's (body, pos [m], quat wxyz) in its body's frame, as compiled."""
 
     def joint(self, name: str) -> FileJoint | None:
+        """The file's joint named `name`, or None."""
         return next((j for j in self.joints if j.name == name), None)
 
 

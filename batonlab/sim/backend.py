@@ -73,6 +73,7 @@ class SimBackend(abc.ABC):
         return self.sensordata[:, s.adr : s.adr + s.dim]
 
     def has_sensor(self, name: str) -> bool:
+        """Whether the model has a sensor named `name`."""
         return name in self._sensors
 
     # Operations.

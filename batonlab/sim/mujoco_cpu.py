@@ -96,6 +96,7 @@ class MujocoCpuBackend(SimBackend):
     # Stepping.
 
     def step(self, substeps: int) -> None:
+        """Advance every world by `substeps` physics steps on the thread pool (see `SimBackend.step`)."""
         n = self.num_envs
         control = self._control_buffer(substeps)
         if self._out_state is None or self._out_state.shape[1] != substeps:
@@ -152,6 +153,7 @@ class MujocoCpuBackend(SimBackend):
     # Resets and parameters.
 
     def reset(self, env_ids: torch.Tensor, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
+        """Set qpos (len(env_ids), nq) and qvel (len(env_ids), nv) of `env_ids` (see `SimBackend.reset`)."""
         ids = _as_index(env_ids)
         if ids.size == 0:
             return
@@ -177,6 +179,7 @@ class MujocoCpuBackend(SimBackend):
         self.sensordata[torch.from_numpy(ids)] = torch.from_numpy(sensors[:, 0]).float()
 
     def set_params(self, env_ids: torch.Tensor, **fields: torch.Tensor) -> None:
+        """Write per-world model parameters, each (len(env_ids), *field.shape) (see `SimBackend.set_params`)."""
         ids = _as_index(env_ids)
         self._unshare_models()
         for name, values in fields.items():
@@ -189,6 +192,7 @@ class MujocoCpuBackend(SimBackend):
                 getattr(model, name)[...] = row
 
     def get_params(self, name: str) -> torch.Tensor:
+        """Per-world copy of a model parameter, (num_envs, *field.shape)."""
         self._check_param_field(name)
         return torch.as_tensor(np.stack([getattr(m, name) for m in self._models]))
 
@@ -201,6 +205,7 @@ class MujocoCpuBackend(SimBackend):
 
     def render(self, env_ids, camera: str | int = -1, size: tuple[int, int] = (240, 320),
                effects: bool = True, geom_groups: tuple[int, ...] | None = None) -> np.ndarray:
+        """RGB frames of `env_ids` from `camera`, (len(env_ids), H, W, 3) uint8."""
         ids = _as_index(torch.as_tensor(env_ids))
         if self._frames is None:
             from batonlab.sim.render import FrameRenderer
@@ -214,6 +219,7 @@ class MujocoCpuBackend(SimBackend):
         return self._frames.frames(ids.size, pose, camera, size, effects, geom_groups)
 
     def close(self) -> None:
+        """Release the thread pool and the renderer."""
         if self._frames is not None:
             self._frames.close()
         if self._pool is not None:

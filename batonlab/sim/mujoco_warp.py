@@ -98,11 +98,13 @@ class MujocoWarpBackend(SimBackend):
     @num_diverged_total.setter
     def num_diverged_total(self, value: int) -> None:
         # The base class initialises the counter; it lives on the device so steps never sync.
+        """Set the divergence counter (kept as a device tensor)."""
         self._diverged_count = torch.tensor(int(value), dtype=torch.long, device=self.device)
 
     # Stepping.
 
     def step(self, substeps: int) -> None:
+        """Advance every world by `substeps` physics steps, then put diverged worlds back to the default state."""
         self._run("step", substeps)
         self._detect_divergence()
 
@@ -165,6 +167,7 @@ class MujocoWarpBackend(SimBackend):
     # Resets and parameters.
 
     def reset(self, env_ids: torch.Tensor, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
+        """Set qpos (len(env_ids), nq) and qvel (len(env_ids), nv) of `env_ids` (see `SimBackend.reset`)."""
         ids = torch.as_tensor(env_ids, dtype=torch.long, device=self.device).reshape(-1)
         if ids.numel() == 0:
             return
@@ -189,6 +192,7 @@ class MujocoWarpBackend(SimBackend):
         self.sensordata.copy_(torch.where(reset, self.sensordata, kept))
 
     def set_params(self, env_ids: torch.Tensor, **fields: torch.Tensor) -> None:
+        """Write per-world model parameters, each (len(env_ids), *field.shape) (see `SimBackend.set_params`)."""
         ids = torch.as_tensor(env_ids, dtype=torch.long, device=self.device).reshape(-1)
         for name, values in fields.items():
             param = self._param(name)
@@ -198,6 +202,7 @@ class MujocoWarpBackend(SimBackend):
             param[ids] = values.to(self.device, param.dtype)
 
     def get_params(self, name: str) -> torch.Tensor:
+        """Per-world copy of a model parameter, (num_envs, *field.shape)."""
         param = self._params.get(name)
         if param is None:
             shape = self._check_param_field(name).shape
@@ -253,6 +258,7 @@ class MujocoWarpBackend(SimBackend):
         return frames
 
     def close(self) -> None:
+        """Release the renderer and the captured CUDA graphs."""
         if self._frames is not None:
             self._frames.close()
         self._graphs.clear()

@@ -2,7 +2,7 @@
 """Offscreen rendering without a display: EGL (GPU or Mesa), else OSMesa (software), whatever the import order.
 
 `mujoco.Renderer` takes its GL platform from `MUJOCO_GL` as it was when mujoco was first imported,
-so a user module that imports mujoco before batonlab used to leave it on GLFW, which needs a
+so a user module that imports mujoco before batonlab leaves `mujoco.Renderer` on GLFW, which needs a
 display. `OffscreenRenderer` instead creates its GL context itself, from `mujoco.egl` or
 `mujoco.osmesa`, and renders with MuJoCo's classic `mjr_*` calls. Which of the two works is decided
 once per process, before PyOpenGL is imported (its platform cannot change afterwards), by trying to
@@ -88,8 +88,8 @@ class OffscreenRenderer:
     def set_effects(self, on: bool) -> None:
         """Shadows, reflections and skybox on (pictures for people) or off (frames for learned rewards).
 
-        On a software GL (Mesa llvmpipe, the CPU machines) the shadow pass dominates: a 64 x 64 frame of
-        the table scene takes about 48 ms with effects and 4 ms without.
+        On a software GL (Mesa llvmpipe) the shadow pass dominates the frame time; timings in
+        docs/modules/batonlab.sim.render.md.
         """
         for flag in (mujoco.mjtRndFlag.mjRND_SHADOW, mujoco.mjtRndFlag.mjRND_REFLECTION, mujoco.mjtRndFlag.mjRND_SKYBOX):
             self._scene.flags[flag] = int(on)
@@ -128,6 +128,7 @@ class OffscreenRenderer:
         return np.flipud(self._pixels).copy()
 
     def close(self) -> None:
+        """Free the MuJoCo render context and its GL context."""
         if self._gl is not None:
             self._gl.make_current()
             self._context.free()
@@ -136,6 +137,7 @@ class OffscreenRenderer:
 
 
 def make_renderer(model: mujoco.MjModel, height: int, width: int) -> OffscreenRenderer:
+    """An offscreen renderer of `height` x `width` pixels for `model`."""
     return OffscreenRenderer(model, height, width)
 
 
