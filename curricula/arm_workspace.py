@@ -19,6 +19,7 @@ so a reward balance that rescales them (`RewardBalanceCurriculum`) does not move
 from __future__ import annotations
 
 import torch
+from batonlab.env.terms import CurriculumTerm
 
 WIDEN, HOLD, NARROW = 1, 0, -1
 """Decisions of `workspace_decision`."""
@@ -77,7 +78,7 @@ def start_ranges(
     }
 
 
-class ArmWorkspaceCurriculum:
+class ArmWorkspaceCurriculum(CurriculumTerm):
     """Curriculum term widening an end-effector target command's `ranges` from the stowed pose.
 
     The command (e.g. `EndEffectorTargetCommand`) must expose a live dict `ranges` ({key: (lo, hi)})

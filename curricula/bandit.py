@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Literal
 
 import torch
+from batonlab.env.terms import CurriculumTerm
 
 
 class BoltzmannBandit:
@@ -91,7 +92,7 @@ def arm_rewards(
     return sums / counts.clamp(min=1.0), counts > 0
 
 
-class TerrainBanditCurriculum:
+class TerrainBanditCurriculum(CurriculumTerm):
     """Curriculum term: a `BoltzmannBandit` over the tiles of the terrain grid.
 
     Args:

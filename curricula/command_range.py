@@ -13,6 +13,7 @@ by leaving the terrain do not read as poor tracking.
 from __future__ import annotations
 
 import torch
+from batonlab.env.terms import CurriculumTerm
 
 
 def should_widen(mean_reward_per_s: float, weight: float, fraction: float) -> bool:
@@ -25,7 +26,7 @@ def widen(current: tuple[float, float], limit: tuple[float, float], step: float)
     return max(limit[0], current[0] - step), min(limit[1], current[1] + step)
 
 
-class CommandRangeCurriculum:
+class CommandRangeCurriculum(CurriculumTerm):
     """Curriculum term that widens the `ranges` of a command (e.g. `BaseVelocityCommand`).
 
     Args:

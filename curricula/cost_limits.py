@@ -14,6 +14,7 @@ new limits.
 from __future__ import annotations
 
 import torch
+from batonlab.env.terms import CurriculumTerm
 
 SHAPES = ("linear", "geometric")
 
@@ -35,7 +36,7 @@ def scheduled_limits(
     return start * (final / start) ** x
 
 
-class CostLimitSchedule:
+class CostLimitSchedule(CurriculumTerm):
     """Curriculum term tightening cost limits from `start` to the task's limits over training.
 
     Costs not named in `start` keep their limits. The schedule never moves back: a step counter

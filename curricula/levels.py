@@ -12,6 +12,7 @@ spawn each env on its tile.
 from __future__ import annotations
 
 import torch
+from batonlab.env.terms import CurriculumTerm
 
 
 def level_changes(
@@ -42,7 +43,7 @@ def level_changes(
     return move_up, move_down
 
 
-class TerrainLevels:
+class TerrainLevels(CurriculumTerm):
     """Curriculum term moving envs between terrain levels by how well they tracked their command.
 
     Args:

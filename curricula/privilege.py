@@ -11,9 +11,10 @@ as something to wait for).
 from __future__ import annotations
 
 import torch
+from batonlab.env.terms import CurriculumTerm
 
 
-class PrivilegeSchedule:
+class PrivilegeSchedule(CurriculumTerm):
     """Curriculum term lowering `env.privilege_manager.level`.
 
     Args:

@@ -18,6 +18,7 @@ ever switched off.
 from __future__ import annotations
 
 import torch
+from batonlab.env.terms import CurriculumTerm
 
 
 def balance_scales(
@@ -42,7 +43,7 @@ def balance_scales(
     return (0.5 * (low + high) * raw).clamp(min_scale, max_scale).to(performance.dtype)
 
 
-class RewardBalanceCurriculum:
+class RewardBalanceCurriculum(CurriculumTerm):
     """Curriculum term rescaling the weights of named groups of reward terms by their performance.
 
     Every term of a group gets `weight = initial weight * s_g`, penalties included, written to

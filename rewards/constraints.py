@@ -9,9 +9,10 @@ bounded and well scaled whatever the physical quantity behind it.
 from __future__ import annotations
 
 import torch
+from batonlab.env.terms import ManagerTerm
 
 
-class ActuatorForceOverLimit:
+class ActuatorForceOverLimit(ManagerTerm):
     """1.0 where any of `joints`' actuators uses more than `fraction` of its torque limit.
 
     The limits are the actuators' `forcerange` in the model (the motor limits the MJCF documents);

@@ -17,9 +17,10 @@ import torch
 from batonlab.learned.features import read_features, read_fields
 from batonlab.learned.preference import check_fields, load_potential
 from batonlab.learned.sandbox import SandboxedFunction, SandboxError
+from batonlab.env.terms import ManagerTerm
 
 
-class PotentialShaping:
+class PotentialShaping(ManagerTerm):
     """Potential-based shaping γΦ(s′) − Φ(s) from a potential file (`batonlab reward fit-potential`).
 
     Φ is frozen. Φ(s′) = 0 where the episode terminated (not where it was only truncated by the time
@@ -70,7 +71,7 @@ class PotentialShaping:
         return self.model(read_features(self.env, self.group, self.fields))
 
 
-class ProgressCountBonus:
+class ProgressCountBonus(ManagerTerm):
     """β / √n(bin): an exploration bonus over the bins of an LLM-written progress function.
 
     The function (a `progress(obs)` in a Python file, see `batonlab.learned.llm_progress`) runs in the
@@ -120,7 +121,7 @@ class ProgressCountBonus:
             self.function.close()
 
 
-class GeneratedReward:
+class GeneratedReward(ManagerTerm):
     """An LLM-written `reward(obs) -> {component: (num_envs,)}`, run in the sandbox; the reward is the sum.
 
     Keeps running means of each component (for the search's reward reflection). A failure during

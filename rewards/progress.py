@@ -24,9 +24,10 @@ import torch
 
 from batonlab.learned.progress_encoder import load_encoder
 from batonlab.learned.progress_matcher import ProgressMatcher, load_demo
+from batonlab.env.terms import ManagerTerm
 
 
-class ProgressReward:
+class ProgressReward(ManagerTerm):
     """`max(0, p_t - best p so far) / step_dt` where the match confidence is at least the threshold.
 
     Rendering is budgeted: every `render_every` control steps the next `num_rendered` envs (round

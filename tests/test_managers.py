@@ -15,6 +15,7 @@ from batonlab.env.events import EventManager
 from batonlab.env.observations import ObservationManager
 from batonlab.env.rewards import RewardManager
 from batonlab.env.terminations import TerminationManager
+from batonlab.env.terms import CurriculumTerm, ManagerTerm
 
 N = 4
 
@@ -40,7 +41,7 @@ def state_squared(env, scale: float = 1.0) -> torch.Tensor:
     return scale * env.state**2
 
 
-class Counter:
+class Counter(ManagerTerm):
     """A stateful term: counts its calls per env, reset per env."""
 
     def __init__(self, env):
@@ -163,7 +164,7 @@ def test_events_fire_at_startup_on_reset_and_on_per_env_timers():
         EventManager(env, {"bad": EventTermCfg(record("x"), mode="sometimes")})
 
 
-class LevelCurriculum:
+class LevelCurriculum(CurriculumTerm):
     def __init__(self, env, step: int = 1):
         self.level, self.step = 0, step
 
@@ -217,3 +218,57 @@ def test_a_fixed_command_field_holds_in_every_draw_and_leaves_the_other_draws_al
     with pytest.raises(KeyError, match=r"unknown field 'w' of UniformPositionCommand; fields: \['x', 'y', 'z'\]"):
         env.command_manager.terms["ee_target"].fix_field("w", 0.0)
     env.close()
+
+
+# Term contracts.
+
+
+class NotATerm:
+    def __init__(self, env):
+        pass
+
+    def __call__(self, env):
+        return env.state
+
+
+class CountsResets(ManagerTerm):
+    """A stateful term of any kind: records the envs it was told to reset."""
+
+    def __init__(self, env):
+        self.reset_ids: list[list[int]] = []
+
+    def __call__(self, env, *env_ids):
+        return torch.zeros(env.num_envs, dtype=torch.bool)
+
+    def reset(self, env_ids) -> None:
+        self.reset_ids.append(env_ids.tolist())
+
+
+def test_class_terms_derive_from_their_kind_and_every_manager_resets_its_terms():
+    """A class term is refused unless it derives from its kind's base (the manager calls its hooks
+    without asking), a privilege must be a class, a curriculum function has the no-op hooks, and the
+    event and termination managers reset their stateful terms like the reward manager does."""
+    from batonlab.env.actions import ActionManager
+    from batonlab.env.cfg import ActionTermCfg, PrivilegeTermCfg
+    from batonlab.env.privileges import PrivilegeManager
+
+    env = fake_env()
+    with pytest.raises(TypeError, match=r"rewards\['bad'\]: .*NotATerm must derive from batonlab.env.terms.ManagerTerm"):
+        RewardManager(env, {"bad": RewardTermCfg(NotATerm)})
+    with pytest.raises(TypeError, match=r"curriculum\['bad'\]: .*LevelCurriculum.* must derive from .*CurriculumTerm"):
+        CurriculumManager(env, {"bad": CurriculumTermCfg(type("LevelCurriculum", (ManagerTerm,), {}))})
+    with pytest.raises(TypeError, match=r"privileges\['push'\]: .*state is a function; .* deriving from .*PrivilegeTerm"):
+        PrivilegeManager(env, {"push": PrivilegeTermCfg(state)}, level=1.0)
+    with pytest.raises(TypeError, match=r"actions\['arm'\]: .*NotATerm.* must be a class deriving from batonlab.env.actions.ActionTerm"):
+        ActionManager(env, {"arm": ActionTermCfg(NotATerm, joints=("j1",))})
+
+    curriculum = CurriculumManager(env, {"plain": CurriculumTermCfg(lambda env, env_ids: 1.0)})
+    curriculum.observe_advantages(torch.ones(3, N))
+    assert curriculum.update(torch.tensor([0])) == {"Curriculum/plain": 1.0} and curriculum.state_dict() == {}
+
+    events = EventManager(env, {"e": EventTermCfg(CountsResets, mode="reset")})
+    terminations = TerminationManager(env, {"t": TerminationTermCfg(CountsResets)})
+    events.reset(torch.tensor([1, 3]))
+    terminations.compute()
+    terminations.reset(torch.tensor([2]))
+    assert events.terms["e"].reset_ids == [[1, 3]] and terminations.terms["t"].reset_ids == [[2]]

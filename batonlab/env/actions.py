@@ -7,16 +7,48 @@ exported to the manifest); a position action only writes targets.
 
 from __future__ import annotations
 
+import abc
+
 import torch
 
 from batonlab.env.cfg import ActionTermCfg
 
 
-class JointAction:
+class ActionTerm(abc.ABC):
+    """Base of action terms: a slice of the policy output (num_envs, action_dim) → controls, built as `cls(env, cfg)`."""
+
+    action_type: str = ""
+    """Name written to the manifest."""
+    privileged: bool = False
+    """Training only (virtual forces): the export and the manifest leave the term out."""
+    joint_names: list[str]
+    """The joints the term drives, in action order (empty for a term that drives none)."""
+
+    @property
+    @abc.abstractmethod
+    def action_dim(self) -> int:
+        """Width of the term's slice of the policy output."""
+
+    @abc.abstractmethod
+    def process(self, actions: torch.Tensor) -> None:
+        """Take the term's raw actions (num_envs, action_dim) once per control step."""
+
+    @abc.abstractmethod
+    def apply(self, ctrl: torch.Tensor) -> None:
+        """Write controls (num_envs, nu) before each physics step."""
+
+    def reset(self, env_ids: torch.Tensor) -> None:
+        """Clear the state of the envs `env_ids` that start a new episode."""
+
+    @abc.abstractmethod
+    def saturation_bounds(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(low, high) per action dim: the raw action beyond which the executed command no longer changes."""
+
+
+class JointAction(ActionTerm):
     """Shared parts of joint-space actions: joint lookup, scale, offset and clipping."""
 
     action_type = "joint"
-    """Name written to the manifest."""
 
     def __init__(self, env, cfg: ActionTermCfg):
         self.cfg = cfg
@@ -103,8 +135,11 @@ class ActionManager:
     def __init__(self, env, cfgs: dict[str, ActionTermCfg]):
         if not cfgs:
             raise ValueError("a task needs at least one action term")
+        for name, cfg in cfgs.items():
+            if not (isinstance(cfg.cls, type) and issubclass(cfg.cls, ActionTerm)):
+                raise TypeError(f"actions['{name}']: {cfg.cls!r} must be a class deriving from {__name__}.ActionTerm")
         self.terms = {name: cfg.cls(env, cfg) for name, cfg in cfgs.items()}
-        privileged = [getattr(t, "privileged", False) for t in self.terms.values()]
+        privileged = [t.privileged for t in self.terms.values()]
         if privileged != sorted(privileged):
             raise ValueError(f"privileged action terms must come after all deployable ones (the export cuts them off "
                              f"the end of the action vector); the order is {list(self.terms)}")

@@ -23,7 +23,7 @@ class TermCfg:
     """A term: a function `(env, **params) -> Tensor` or a class built as `cls(env, **params)`."""
 
     func: Callable[..., Any]
-    """Function (or class with `__call__` and optional `reset(env_ids)`) that computes the term."""
+    """Function, or class deriving from its kind's base in `batonlab.env.terms` (`ManagerTerm`: `__call__`, `reset`)."""
     params: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments passed on every call; checked against the signature when the env is built."""
 
@@ -87,9 +87,7 @@ class PrivilegeTermCfg(TermCfg):
     """A privilege: help that exists only in simulation (a virtual force on the object, a contact
     switched off) and fades with the task's privilege level λ ∈ [0, 1] (`env.privilege_manager`).
 
-    `func` is a class built as `cls(env, **params)`; it may define `apply(env)` (every control step,
-    before the physics), `reset(env_ids)` (when envs reset) and `on_level_change(env)` (when the
-    level is forced at once, e.g. to 0 for evaluation).
+    `func` is a `batonlab.env.terms.PrivilegeTerm` class built as `cls(env, **params)`.
     """
 
 
@@ -115,7 +113,7 @@ class EventTermCfg(TermCfg):
 class CurriculumTermCfg(TermCfg):
     """A curriculum `(env, env_ids, **params) -> float | dict` called with the envs that just reset.
 
-    A class-based term keeps its own state and exposes `state_dict()` / `load_state_dict()`, so a
+    A class term (`batonlab.env.terms.CurriculumTerm`) keeps its state in `state_dict()`, so a
     resumed run continues where it stopped.
     """
 
@@ -125,7 +123,7 @@ class ActionTermCfg:
     """An action term: turns its slice of the policy output into actuator controls."""
 
     cls: type
-    """Class implementing the action (`batonlab.env.actions`)."""
+    """A `batonlab.env.actions.ActionTerm` class, built as `cls(env, cfg)`."""
     joints: tuple[str, ...]
     """Joint names in policy order; each must be driven by exactly one actuator."""
     scale: float | dict[str, float] = 1.0

@@ -29,6 +29,9 @@ class CommandTerm(abc.ABC):
         self.time_left = torch.zeros(env.num_envs, device=env.device)
         self._fixed: dict[int, float] = {}
         """Components held at a value (`fix_field`), by index."""
+        self.metrics: dict[str, torch.Tensor] = {}
+        """Per-env sums over the current episode (num_envs,) that `extras["command_metrics"]` reports
+        before a reset zeroes them (`*_error` with `time`: `episode_mean_errors`); none by default."""
 
     def update(self, dt: float) -> None:
         """Advance timers and resample the envs whose timer ran out."""

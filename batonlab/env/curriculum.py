@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from batonlab.env.cfg import CurriculumTermCfg
-from batonlab.env.terms import build_term
+from batonlab.env.terms import CurriculumTerm, build_term
 
 
 class CurriculumManager:
@@ -17,7 +17,8 @@ class CurriculumManager:
 
     def __init__(self, env, cfgs: dict[str, CurriculumTermCfg]):
         self.env = env
-        self.terms = {name: build_term(c.func, c.params, env, f"curriculum['{name}']", leading=2) for name, c in cfgs.items()}
+        self.terms = {name: build_term(c.func, c.params, env, f"curriculum['{name}']", leading=2,
+                                 base=CurriculumTerm) for name, c in cfgs.items()}
 
     def update(self, env_ids: torch.Tensor) -> dict[str, float]:
         log = {}
@@ -32,16 +33,14 @@ class CurriculumManager:
     def observe_advantages(self, abs_advantage: torch.Tensor) -> None:
         """Feed the |advantage| of the last rollout's transitions (num_steps, num_envs) to the terms that use it.
 
-        The runner calls this after computing returns; terms opt in with an `observe_advantages`
-        method (e.g. the bandit curriculum). Rollouts are collected without gradients.
+        The runner calls this after computing returns; terms that learn from it (the bandit
+        curriculum) override `CurriculumTerm.observe_advantages`. Rollouts are collected without gradients.
         """
         for term in self.terms.values():
-            observe = getattr(term, "observe_advantages", None)
-            if observe is not None:
-                observe(self.env, abs_advantage)
+            term.observe_advantages(self.env, abs_advantage)
 
     def state_dict(self) -> dict:
-        return {name: t.state_dict() for name, t in self.terms.items() if hasattr(t, "state_dict")}
+        return {name: state for name, t in self.terms.items() if (state := t.state_dict())}
 
     def load_state_dict(self, state: dict, strict: bool = True) -> None:
         """Restore the terms' state.

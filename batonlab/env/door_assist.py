@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import mujoco
 import torch
+from batonlab.env.terms import PrivilegeTerm
 
 
-class HingeAssist:
+class HingeAssist(PrivilegeTerm):
     """Privilege rule: `τ = λ · near · clip(kp · (target − θ), 0, max_torque)` about the hinge [N·m].
 
     `near` is 1 where the tool point is within `radius` of the handle, else 0; `θ` is the exact door

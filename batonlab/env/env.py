@@ -66,7 +66,8 @@ class BatonEnv:
         self.reward_manager = RewardManager(self, cfg.rewards, cfg.only_positive_rewards, cfg.termination_rewards)
         self.cost_manager = CostManager(self, cfg.costs)
         self.termination_manager = TerminationManager(self, cfg.terminations)
-        self.privilege_manager = PrivilegeManager(self, cfg.privileges, cfg.privilege_level)
+        self.privilege_manager = PrivilegeManager(self, cfg.privileges, cfg.privilege_level,
+                                                  privileged_actions=self.action_manager.privileged_dim > 0)
         self.curriculum_manager = CurriculumManager(self, cfg.curriculum)
         self.success_term = build_term(cfg.success.func, cfg.success.params, self, "success") if cfg.success else None
         self.progress_term = build_term(cfg.progress.func, cfg.progress.params, self, "progress") if cfg.progress else None
@@ -142,7 +143,7 @@ class BatonEnv:
         #    Commands' episode metrics (e.g. the speed-tracking error) as they stand at the end of the
         #    episodes that end here: the reset below zeroes them.
         self.extras["command_metrics"] = {name: {k: v.clone() for k, v in term.metrics.items()}
-                                          for name, term in self.command_manager.terms.items() if hasattr(term, "metrics")}
+                                          for name, term in self.command_manager.terms.items() if term.metrics}
         # 7. Reset the envs that finished, fire interval events, observe the new state.
         done_ids = (terminated | truncated).nonzero().flatten()
         if done_ids.numel():

@@ -59,4 +59,6 @@ class EventManager:
         self.time_left[name][env_ids] = self.env.uniform(len(env_ids), low, high)
 
     def reset(self, env_ids: torch.Tensor) -> dict[str, float]:
+        for term in self.terms.values():
+            term.reset(env_ids)
         return {}

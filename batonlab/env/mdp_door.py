@@ -15,6 +15,7 @@ import torch
 from batonlab.env.mdp_locomotion import quat_mul
 from batonlab.env.mdp_objects import yaw_to_quat
 from batonlab.robots import door as door_asset
+from batonlab.env.terms import ManagerTerm
 
 # Observations.
 
@@ -42,7 +43,7 @@ def contacts_relaxed(env, privilege: str) -> torch.Tensor:
 # Events.
 
 
-class RandomizeDoor:
+class RandomizeDoor(ManagerTerm):
     """Reset event: move a door and draw its width, panel mass, spring, damping and friction per env.
 
     The door is closed at every reset (its joints start at the default pose, 0). Its pose moves on its

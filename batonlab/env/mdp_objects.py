@@ -9,6 +9,7 @@ An object is a body hanging on a free joint of the same name; its position is re
 from __future__ import annotations
 
 import torch
+from batonlab.env.terms import ManagerTerm
 
 
 def _free_adr(env, body: str) -> tuple[int, int]:
@@ -65,7 +66,7 @@ def ee_to_body(env, body: str, sensor: str) -> torch.Tensor:
 # Events.
 
 
-class RandomizeObject:
+class RandomizeObject(ManagerTerm):
     """Reset event: place a free box on the table and draw its size, mass and friction per env.
 
     Sizes only shrink (`size_scale` ≤ 1): MuJoCo's broad phase keeps the nominal bounding volume.

@@ -12,7 +12,7 @@ from tensordict import TensorDict
 
 from batonlab.deploy.manifest import ObsTermLayout
 from batonlab.env.cfg import ObsGroupCfg, ObsTermCfg
-from batonlab.env.terms import build_term, qualified_name, reset_term
+from batonlab.env.terms import build_term, qualified_name
 from batonlab.utils.serialize import to_plain
 
 
@@ -111,5 +111,5 @@ class ObservationManager:
         self._draw_delays(env_ids)
         for group_terms in self.terms.values():
             for term in group_terms.values():
-                reset_term(term, env_ids)
+                term.reset(env_ids)
         return {}

@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 
 from batonlab.env.cfg import PrivilegeTermCfg
-from batonlab.env.terms import build_term
+from batonlab.env.terms import PrivilegeTerm, build_term
 
 
 class PrivilegeManager:
@@ -28,16 +28,21 @@ class PrivilegeManager:
     privileged actions (`VirtualForceAction`) add theirs afterwards.
     """
 
-    def __init__(self, env, cfgs: dict[str, PrivilegeTermCfg], level: float):
+    def __init__(self, env, cfgs: dict[str, PrivilegeTermCfg], level: float, privileged_actions: bool = False):
+        """Args:
+            privileged_actions: Whether the action manager has privileged actions, which read λ too.
+        """
         self.env = env
-        self.level = float(level) if cfgs or _has_privileged_actions(env) else 0.0
+        self.privileged_actions = privileged_actions
+        self.level = float(level) if cfgs or privileged_actions else 0.0
         """Current privilege level λ ∈ [0, 1]; 0 when the task has no privileges."""
-        self.terms = {name: build_term(c.func, c.params, env, f"privileges['{name}']") for name, c in cfgs.items()}
+        self.terms = {name: build_term(c.func, c.params, env, f"privileges['{name}']", base=PrivilegeTerm,
+                                 functions=False) for name, c in cfgs.items()}
 
     @property
     def active(self) -> bool:
         """Whether anything in the env depends on λ (privilege terms or privileged actions)."""
-        return bool(self.terms) or _has_privileged_actions(self.env)
+        return bool(self.terms) or self.privileged_actions
 
     def set_level(self, level: float, now: bool = False) -> None:
         """Set λ (clamped to [0, 1]).
@@ -49,32 +54,21 @@ class PrivilegeManager:
         self.level = min(1.0, max(0.0, float(level)))
         if now:
             for term in self.terms.values():
-                change = getattr(term, "on_level_change", None)
-                if change is not None:
-                    change(self.env)
+                term.on_level_change(self.env)
 
     def apply(self) -> None:
         """Before the physics of a control step: clear the applied forces, then let terms add theirs."""
         self.env.sim.xfrc_applied.zero_()
         for term in self.terms.values():
-            apply = getattr(term, "apply", None)
-            if apply is not None:
-                apply(self.env)
+            term.apply(self.env)
 
     def reset(self, env_ids: torch.Tensor) -> None:
         """Envs that reset take the current level (contact switches)."""
         for term in self.terms.values():
-            reset = getattr(term, "reset", None)
-            if reset is not None:
-                reset(env_ids)
+            term.reset(env_ids)
 
     def state_dict(self) -> dict:
         return {"level": self.level}
 
     def load_state_dict(self, state: dict) -> None:
         self.set_level(state["level"])
-
-
-def _has_privileged_actions(env) -> bool:
-    manager = getattr(env, "action_manager", None)
-    return manager is not None and manager.privileged_dim > 0

@@ -20,6 +20,7 @@ from typing import Literal
 
 import mujoco
 import torch
+from batonlab.env.terms import PrivilegeTerm
 
 DISABLED_MARGIN = -10.0
 """Pair margin that switches a pair off: contacts need a distance below it [m]."""
@@ -43,7 +44,7 @@ def add_switchable_pair(spec: mujoco.MjSpec, name: str, geom1: str, geom2: str, 
                   friction=[friction[0], friction[0], friction[1], friction[2], friction[2]])
 
 
-class RelaxedContacts:
+class RelaxedContacts(PrivilegeTerm):
     """Privilege term: the named pairs are relaxed in envs that reset while λ > `threshold`.
 
     Args:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from batonlab.env.cfg import CostTermCfg, RewardTermCfg
-from batonlab.env.terms import build_term, reset_term, stateful_terms
+from batonlab.env.terms import build_term
 
 
 class RewardManager:
@@ -31,7 +31,6 @@ class RewardManager:
         self._sums = torch.zeros(env.num_envs, len(self.terms), device=env.device)
         self.episode_sums = {name: self._sums[:, k] for k, name in enumerate(self.terms)}
         """Each term's weighted sum over the current episode (num_envs,), a column of one buffer."""
-        self._stateful = stateful_terms(self.terms)
         self.reward = torch.zeros(env.num_envs, device=env.device)
 
     def compute(self, dt: float) -> torch.Tensor:
@@ -55,7 +54,7 @@ class RewardManager:
         """Mean episode sum of each term over the reset envs, per second of episode."""
         means = (self._sums[env_ids].mean(dim=0) / self.env.max_episode_length_s).unbind()
         self._sums[env_ids] = 0.0
-        for term in self._stateful:
+        for term in self.terms.values():
             term.reset(env_ids)
         return {f"Episode_Reward/{name}": mean for name, mean in zip(self.terms, means)}
 
@@ -81,6 +80,6 @@ class CostManager:
         log = {}
         for k, name in enumerate(self.names):
             log[f"Episode_Cost/{name}"] = self.episode_sums[env_ids, k].mean()
-            reset_term(self.terms[name], env_ids)
+            self.terms[name].reset(env_ids)
         self.episode_sums[env_ids] = 0.0
         return log

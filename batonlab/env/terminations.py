@@ -42,4 +42,6 @@ class TerminationManager:
         return self.terminated, self.truncated
 
     def reset(self, env_ids: torch.Tensor) -> dict[str, float]:
+        for term in self.terms.values():
+            term.reset(env_ids)
         return {f"Episode_Termination/{name}": v[env_ids].float().mean() for name, v in self._counts.items()}

@@ -1,10 +1,44 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Building terms from their configs: resolve classes, check parameters before any simulation."""
+"""Term contracts and term building: base classes with no-op hooks, parameters checked before any simulation."""
 
 from __future__ import annotations
 
+import functools
 import inspect
 from typing import Any, Callable
+
+import torch
+
+
+class ManagerTerm:
+    """Base of class terms, built as `cls(env, **params)` and called by their manager like a function term."""
+
+    def reset(self, env_ids: torch.Tensor) -> None:
+        """Clear the state of the envs `env_ids` that start a new episode; stateless terms keep this no-op."""
+
+
+class CurriculumTerm(ManagerTerm):
+    """A curriculum term: `(env, env_ids) -> value | dict | None` on resets, with state saved in checkpoints."""
+
+    def observe_advantages(self, env, abs_advantage: torch.Tensor) -> None:
+        """See the last rollout's |advantage| (num_steps, num_envs); a term that learns from it overrides this."""
+
+    def state_dict(self) -> dict:
+        """The term's state for a checkpoint; empty for a stateless term."""
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore `state_dict()`'s output."""
+
+
+class PrivilegeTerm(ManagerTerm):
+    """Simulation-only help read from the privilege level λ (`env.privilege_manager.level`)."""
+
+    def apply(self, env) -> None:
+        """Before the physics of each control step: add forces to `env.sim.xfrc_applied` (world frame, N and N·m)."""
+
+    def on_level_change(self, env) -> None:
+        """λ changed for every env at once (evaluation); contact switches follow it now, not at the next reset."""
 
 
 def check_params(func: Callable, params: dict[str, Any], where: str, leading: int) -> None:
@@ -30,16 +64,29 @@ def check_params(func: Callable, params: dict[str, Any], where: str, leading: in
         raise TypeError(f"{where}: {err}; {_name(func)} accepts {accepted}") from None
 
 
-def build_term(func: Callable, params: dict[str, Any], env, where: str, leading: int = 1) -> Callable:
-    """Instantiate class-based terms (`cls(env, **params)`); return plain functions bound to params."""
+def build_term(func: Callable, params: dict[str, Any], env, where: str, leading: int = 1,
+               base: type[ManagerTerm] = ManagerTerm, functions: bool = True) -> ManagerTerm:
+    """A term of kind `base`: a class built as `cls(env, **params)`, or a function bound to its params.
+
+    Args:
+        base: The term kind's base class; a class term must derive from it (its hooks are what the manager calls).
+        functions: Whether the kind accepts plain functions (privileges do not: they act through hooks).
+    """
+    if inspect.isclass(func):
+        if not issubclass(func, base):
+            raise TypeError(f"{where}: {_name(func)} must derive from {base.__module__}.{base.__qualname__} "
+                            f"(the manager calls its hooks)")
+    elif not functions:
+        raise TypeError(f"{where}: {_name(func)} is a function; this kind of term is a class deriving from "
+                        f"{base.__module__}.{base.__qualname__}")
     check_params(func, params, where, leading)
     if inspect.isclass(func):
         return func(env, **params)
-    return _BoundTerm(func, params)
+    return _bound_class(base)(func, params)
 
 
-class _BoundTerm:
-    """A function term with its params; `reset` is a no-op so managers can treat all terms alike."""
+class _BoundTerm(ManagerTerm):
+    """A function term with its params, so that managers treat all terms alike."""
 
     def __init__(self, func: Callable, params: dict[str, Any]):
         self.func = func
@@ -48,20 +95,13 @@ class _BoundTerm:
     def __call__(self, *args):
         return self.func(*args, **self.params)
 
-    def reset(self, env_ids) -> None:
-        pass
 
-
-def stateful_terms(terms: dict[str, Any]) -> list[Any]:
-    """The terms with state to reset (class terms with a `reset`); function terms have none."""
-    return [t for t in terms.values() if not isinstance(t, _BoundTerm) and getattr(t, "reset", None) is not None]
-
-
-def reset_term(term: Any, env_ids) -> None:
-    """Reset a stateful term, if it has state."""
-    reset = getattr(term, "reset", None)
-    if reset is not None:
-        reset(env_ids)
+@functools.cache
+def _bound_class(base: type[ManagerTerm]) -> type[ManagerTerm]:
+    """The bound-function class of a term kind: `_BoundTerm` with `base`'s no-op hooks."""
+    if base is ManagerTerm:
+        return _BoundTerm
+    return type(f"Bound{base.__name__}", (_BoundTerm, base), {})
 
 
 def _name(func: Callable) -> str:

@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import torch
 
+from batonlab.env.actions import ActionTerm
 from batonlab.env.cfg import ActionTermCfg
+from batonlab.env.terms import PrivilegeTerm
 
 GRAVITY = 9.81
 """[m/s²]"""
 
 
-class VirtualForceAction:
+class VirtualForceAction(ActionTerm):
     """Privileged action: `force = λ · max_force · clip(action, -1, 1)` on `body` (world frame) [N].
 
     Params (`ActionTermCfg.params`): `body` (name), `max_force` [N], `max_torque` [N·m] (0: no torque dims).
@@ -30,7 +32,6 @@ class VirtualForceAction:
 
     action_type = "virtual_force"
     privileged = True
-    """Training only: the export and the manifest leave this term out."""
 
     def __init__(self, env, cfg: ActionTermCfg):
         self.cfg = cfg
@@ -70,7 +71,7 @@ class VirtualForceAction:
         return -ones, ones
 
 
-class AttractionForce:
+class AttractionForce(PrivilegeTerm):
     """Privilege rule: pull `body` toward a site, and carry part of its weight while it is held.
 
     `force = λ · (clip(kp · (site - body) - kd · v_body, max_force) + lift_fraction · m·g · held · ẑ)` [N],
