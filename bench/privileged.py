@@ -32,8 +32,8 @@ from batonlab.cli import train as cli_train
 from batonlab.cli.common import build_invocation
 from batonlab.env.cfg import ActionTermCfg
 from batonlab.env.env import BatonEnv
-from batonlab.env.mdp_objects import body_pos
-from batonlab.env.virtual_forces import VirtualForceAction
+from batonlab.observations.objects import body_pos
+from batonlab.privileges.virtual_forces import VirtualForceAction
 from batonlab.rl.evaluate import evaluate
 from batonlab.sim.render import write_mp4
 from batonlab.tasks import make_task_cfg

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from batonlab.env.mdp_door import joint_angle, sensor_offset
+from batonlab.observations.door import joint_angle, sensor_offset
 
 
 def reach_handle_tanh(env, handle_sensor: str, ee_sensor: str, std: float) -> torch.Tensor:

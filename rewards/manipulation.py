@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from batonlab.env.mdp_objects import body_pos, ee_to_body, touch_flags
+from batonlab.observations.objects import body_pos, ee_to_body, touch_flags
 
 
 def reach_object_tanh(env, body: str, sensor: str, std: float) -> torch.Tensor:

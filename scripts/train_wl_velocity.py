@@ -23,9 +23,9 @@ from pathlib import Path
 
 import torch
 
+from batonlab.observations.root_state import root_lin_vel_heading
 from batonlab.cli import train as cli_train
 from batonlab.cli.common import CliError, build_invocation, find_checkpoint, find_run_dir
-from batonlab.env import mdp_locomotion as loco
 from batonlab.env.env import BatonEnv
 from batonlab.rl.rollout import rollout
 from batonlab.rl.runner import BatonRunner
@@ -85,7 +85,7 @@ def evaluate_tracking(task: str, run_dir: Path, num_envs: int, duration_s: float
     for transition in rollout(env, obs, policy, steps):
         alive &= ~transition.terminated
         if transition.index * env.step_dt >= settle_s:
-            vx = loco.root_lin_vel_heading(env)[:, 0]
+            vx = root_lin_vel_heading(env)[:, 0]
             errors.append(torch.where(alive, (vx - speed).abs(), torch.nan))
     error = torch.stack(errors)
     env.close()

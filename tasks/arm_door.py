@@ -27,7 +27,7 @@ student with `agent.algorithm.class_name=Distillation teacher=RUN_DIR`.
 
 from __future__ import annotations
 
-from batonlab.env import mdp, mdp_door
+from batonlab import events, observations
 from batonlab.env.cfg import (
     EventTermCfg,
     ObsGroupCfg,
@@ -39,8 +39,7 @@ from batonlab.env.cfg import (
     TaskCfg,
     TermCfg,
 )
-from batonlab.env.door_assist import HingeAssist
-from batonlab.env.relaxed_contacts import RelaxedContacts
+from batonlab.privileges import HingeAssist, RelaxedContacts
 from batonlab.rewards import door, regularizers
 from batonlab.rl.cfg import RunnerCfg
 from batonlab.robots import door as door_asset
@@ -77,28 +76,28 @@ def door_observations(joints: tuple[str, ...], play: bool = False) -> dict[str, 
     return {
         "policy": ObsGroupCfg(
             terms={
-                "joint_pos": ObsTermCfg(func=mdp.joint_pos_rel, params={"joints": joints}, noise_std=0.01),
-                "joint_vel": ObsTermCfg(func=mdp.joint_vel, params={"joints": joints}, noise_std=0.05, scale=0.1),
-                "ee_pos": ObsTermCfg(func=mdp.sensor, params={"name": "ee_pos_b"}, noise_std=0.005),
-                "handle_pos": ObsTermCfg(func=mdp.sensor, params={"name": door_asset.HANDLE_POS_B_SENSOR},
+                "joint_pos": ObsTermCfg(func=observations.joint_pos_rel, params={"joints": joints}, noise_std=0.01),
+                "joint_vel": ObsTermCfg(func=observations.joint_vel, params={"joints": joints}, noise_std=0.05, scale=0.1),
+                "ee_pos": ObsTermCfg(func=observations.sensor, params={"name": "ee_pos_b"}, noise_std=0.005),
+                "handle_pos": ObsTermCfg(func=observations.sensor, params={"name": door_asset.HANDLE_POS_B_SENSOR},
                                          noise_std=0.005, delay_range_steps=(0, 2)),
-                "door_angle": ObsTermCfg(func=mdp.sensor, params={"name": door_asset.ANGLE_SENSOR},
+                "door_angle": ObsTermCfg(func=observations.sensor, params={"name": door_asset.ANGLE_SENSOR},
                                          noise_std=0.02, delay_range_steps=(0, 2)),
-                "handle_angle": ObsTermCfg(func=mdp.sensor, params={"name": door_asset.HANDLE_ANGLE_SENSOR},
+                "handle_angle": ObsTermCfg(func=observations.sensor, params={"name": door_asset.HANDLE_ANGLE_SENSOR},
                                            noise_std=0.02, delay_range_steps=(0, 2)),
-                "last_action": ObsTermCfg(func=mdp.last_action),
+                "last_action": ObsTermCfg(func=observations.last_action),
             },
             enable_corruption=not play,
         ),
         "privileged": ObsGroupCfg(
             terms={
-                "door_joint_pos": ObsTermCfg(func=mdp.joint_pos_rel, params={"joints": door_joints}),
-                "door_joint_vel": ObsTermCfg(func=mdp.joint_vel, params={"joints": door_joints}, scale=0.2),
-                "ee_to_handle": ObsTermCfg(func=mdp_door.sensor_offset,
+                "door_joint_pos": ObsTermCfg(func=observations.joint_pos_rel, params={"joints": door_joints}),
+                "door_joint_vel": ObsTermCfg(func=observations.joint_vel, params={"joints": door_joints}, scale=0.2),
+                "ee_to_handle": ObsTermCfg(func=observations.sensor_offset,
                                            params={"target": door_asset.HANDLE_POS_W_SENSOR, "origin": "ee_pos_w"}),
-                "door_physics": ObsTermCfg(func=mdp_door.door_physics, params={"event": "door"}),
-                "latch_off": ObsTermCfg(func=mdp_door.contacts_relaxed, params={"privilege": "latch_off"}),
-                "privilege_level": ObsTermCfg(func=mdp.privilege_level),
+                "door_physics": ObsTermCfg(func=observations.door_physics, params={"event": "door"}),
+                "latch_off": ObsTermCfg(func=observations.contacts_relaxed, params={"privilege": "latch_off"}),
+                "privilege_level": ObsTermCfg(func=observations.privilege_level),
             },
             privileged=True,
         ),
@@ -124,12 +123,12 @@ def make_arm_door_cfg(play: bool = False) -> TaskCfg:
         },
         events={
             "door": EventTermCfg(
-                func=mdp_door.RandomizeDoor, mode="reset",
+                func=events.RandomizeDoor, mode="reset",
                 params={"x_range": (-0.03, 0.03), "y_range": (-0.05, 0.05), "yaw_range": (-0.2, 0.2),
                         "width_scale": (0.85, 1.0), "mass_range": (0.8, 2.5), "stiffness_scale": (0.5, 1.5),
                         "damping_scale": (0.5, 2.0), "friction_scale": (0.5, 2.0), "handle_friction_range": (0.5, 1.2),
                         "handle_stiffness_scale": (0.7, 1.3)}),
-            "initial_pose": EventTermCfg(func=mdp.reset_joints_uniform, mode="reset",
+            "initial_pose": EventTermCfg(func=events.reset_joints_uniform, mode="reset",
                                          params={"joints": ARM_JOINTS, "position_range": (-0.1, 0.1)}),
         },
         privileges={

@@ -19,7 +19,7 @@ student with `agent.algorithm.class_name=Distillation teacher=RUN_DIR`.
 
 from __future__ import annotations
 
-from batonlab.env import mdp, mdp_objects
+from batonlab import events, observations
 from batonlab.env.cfg import (
     EventTermCfg,
     ObsGroupCfg,
@@ -32,8 +32,7 @@ from batonlab.env.cfg import (
     TermCfg,
     TerminationTermCfg,
 )
-from batonlab.env.relaxed_contacts import RelaxedContacts
-from batonlab.env.virtual_forces import AttractionForce
+from batonlab.privileges import AttractionForce, RelaxedContacts
 from batonlab.rewards import manipulation, regularizers
 from batonlab.rl.cfg import RunnerCfg
 from batonlab.robots.arm6 import ARM_JOINTS, home_pose
@@ -68,25 +67,25 @@ def object_observations(joints: tuple[str, ...], play: bool = False) -> dict[str
     return {
         "policy": ObsGroupCfg(
             terms={
-                "joint_pos": ObsTermCfg(func=mdp.joint_pos_rel, params={"joints": joints}, noise_std=0.01),
-                "joint_vel": ObsTermCfg(func=mdp.joint_vel, params={"joints": joints}, noise_std=0.05, scale=0.1),
-                "ee_pos": ObsTermCfg(func=mdp.sensor, params={"name": "ee_pos_b"}, noise_std=0.005),
+                "joint_pos": ObsTermCfg(func=observations.joint_pos_rel, params={"joints": joints}, noise_std=0.01),
+                "joint_vel": ObsTermCfg(func=observations.joint_vel, params={"joints": joints}, noise_std=0.05, scale=0.1),
+                "ee_pos": ObsTermCfg(func=observations.sensor, params={"name": "ee_pos_b"}, noise_std=0.005),
                 "object_pose": ObsTermCfg(
-                    func=mdp.sensor_pose,
+                    func=observations.sensor_pose,
                     params={"name": "object_pose", "position": "object_pos", "orientation": "object_quat"},
                     noise_std=0.005, delay_range_steps=(0, 2)),
-                "last_action": ObsTermCfg(func=mdp.last_action),
+                "last_action": ObsTermCfg(func=observations.last_action),
             },
             enable_corruption=not play,
         ),
         "privileged": ObsGroupCfg(
             terms={
-                "object_pos": ObsTermCfg(func=mdp_objects.body_pos, params={"body": "object"}),
-                "object_vel": ObsTermCfg(func=mdp_objects.body_lin_vel, params={"body": "object"}, scale=0.5),
-                "ee_to_object": ObsTermCfg(func=mdp_objects.ee_to_body, params={"body": "object", "sensor": "ee_pos_w"}),
-                "object_physics": ObsTermCfg(func=mdp_objects.object_physics, params={"event": "object"}),
-                "contacts": ObsTermCfg(func=mdp_objects.touch_flags, params={"sensors": FINGERTIP_TOUCH}),
-                "privilege_level": ObsTermCfg(func=mdp.privilege_level),
+                "object_pos": ObsTermCfg(func=observations.body_pos, params={"body": "object"}),
+                "object_vel": ObsTermCfg(func=observations.body_lin_vel, params={"body": "object"}, scale=0.5),
+                "ee_to_object": ObsTermCfg(func=observations.ee_to_body, params={"body": "object", "sensor": "ee_pos_w"}),
+                "object_physics": ObsTermCfg(func=observations.object_physics, params={"event": "object"}),
+                "contacts": ObsTermCfg(func=observations.touch_flags, params={"sensors": FINGERTIP_TOUCH}),
+                "privilege_level": ObsTermCfg(func=observations.privilege_level),
             },
             privileged=True,
         ),
@@ -114,10 +113,10 @@ def make_arm_lift_cfg(play: bool = False) -> TaskCfg:
         },
         events={
             "object": EventTermCfg(
-                func=mdp_objects.RandomizeObject, mode="reset",
+                func=events.RandomizeObject, mode="reset",
                 params={"body": "object", "x_range": (0.35, 0.55), "y_range": (-0.15, 0.15), "yaw_range": (-0.6, 0.6),
                         "size_scale": (0.8, 1.0), "mass_range": (0.05, 0.3), "friction_range": (0.6, 1.2)}),
-            "initial_pose": EventTermCfg(func=mdp.reset_joints_uniform, mode="reset",
+            "initial_pose": EventTermCfg(func=events.reset_joints_uniform, mode="reset",
                                          params={"joints": ARM_JOINTS, "position_range": (-0.15, 0.15)}),
         },
         privileges={

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import mujoco
 
-from batonlab.env import mdp
-from batonlab.env.actions import JointPositionAction
+from batonlab import events, observations
+from batonlab.actions import JointPositionAction
+from batonlab.commands import UniformPositionCommand
 from batonlab.env.cfg import (
     ActionTermCfg,
     CommandTermCfg,
@@ -24,7 +25,6 @@ from batonlab.env.cfg import (
     TaskCfg,
     TermCfg,
 )
-from batonlab.env.commands import UniformPositionCommand
 from batonlab.rewards import learned, progress, regularizers, sparse, tracking
 from batonlab.rl.cfg import AlgorithmCfg, PolicyCfg, RunnerCfg
 from batonlab.robots.arm6 import ARM_JOINTS, home_pose
@@ -114,11 +114,11 @@ def make_arm_reach_cfg(play: bool = False) -> TaskCfg:
         observations={
             "policy": ObsGroupCfg(
                 terms={
-                    "joint_pos": ObsTermCfg(func=mdp.joint_pos_rel, params={"joints": joints}, noise_std=0.01),
-                    "joint_vel": ObsTermCfg(func=mdp.joint_vel, params={"joints": joints}, noise_std=0.05, scale=0.1),
-                    "ee_pos": ObsTermCfg(func=mdp.sensor, params={"name": "ee_pos_b"}, noise_std=0.005),
-                    "ee_target": ObsTermCfg(func=mdp.generated_command, params={"command": "ee_target"}),
-                    "last_action": ObsTermCfg(func=mdp.last_action),
+                    "joint_pos": ObsTermCfg(func=observations.joint_pos_rel, params={"joints": joints}, noise_std=0.01),
+                    "joint_vel": ObsTermCfg(func=observations.joint_vel, params={"joints": joints}, noise_std=0.05, scale=0.1),
+                    "ee_pos": ObsTermCfg(func=observations.sensor, params={"name": "ee_pos_b"}, noise_std=0.005),
+                    "ee_target": ObsTermCfg(func=observations.generated_command, params={"command": "ee_target"}),
+                    "last_action": ObsTermCfg(func=observations.last_action),
                 },
                 enable_corruption=not play,
             )
@@ -132,12 +132,12 @@ def make_arm_reach_cfg(play: bool = False) -> TaskCfg:
         },
         events={
             "joint_params": EventTermCfg(
-                func=mdp.randomize_joint_parameters,
+                func=events.randomize_joint_parameters,
                 mode="startup",
                 params={"joints": joints, "damping_range": (0.5, 2.0), "friction_range": (0.5, 2.0)},
             ),
             "initial_pose": EventTermCfg(
-                func=mdp.reset_joints_uniform, mode="reset", params={"joints": joints, "position_range": (-0.3, 0.3)}
+                func=events.reset_joints_uniform, mode="reset", params={"joints": joints, "position_range": (-0.3, 0.3)}
             ),
         },
         success=TermCfg(func=tracking.position_command_reached, params={**ee_cmd, "threshold": SUCCESS_THRESHOLD}),

@@ -4,8 +4,8 @@ with the gripper, the privilege schedule, the play variant and the teacher's tra
 
 from __future__ import annotations
 
+from batonlab.actions import JointPositionAction
 from batonlab.curricula.privilege import PrivilegeSchedule
-from batonlab.env.actions import JointPositionAction
 from batonlab.env.cfg import ActionTermCfg, CurriculumTermCfg, TaskCfg
 from batonlab.rl.cfg import AlgorithmCfg, PolicyCfg, RunnerCfg
 from batonlab.robots.arm6 import ARM_JOINTS, GRIPPER_JOINT

@@ -16,7 +16,7 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
-from batonlab.env.relaxed_contacts import add_switchable_pair
+from batonlab.privileges import add_switchable_pair
 from batonlab.robots.arm6 import attach_arm6
 from batonlab.robots.description import RobotDescription
 from batonlab.robots.loader import as_description, attach_robot

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import mujoco
 
-from batonlab.env import mdp_locomotion as loco
+from batonlab import events
 from batonlab.env.cfg import DeployCfg, EventTermCfg, TaskCfg
 from batonlab.rl.cfg import RunnerCfg
 from batonlab.robots import load
@@ -76,7 +76,7 @@ def make_velocity_cfg(play: bool = False, robot: str | Path | None = None) -> Ta
     cfg = make_balance_cfg(mobile, play=play)
     if cfg.deploy.held_joints:
         cfg.events["hold_pose"] = EventTermCfg(
-            func=loco.hold_default_pose, mode="reset", params={"joints": cfg.deploy.held_joints}
+            func=events.hold_default_pose, mode="reset", params={"joints": cfg.deploy.held_joints}
         )
     height_range = tuple(round(f * mobile.nominal_height, 3) for f in HEIGHT_RANGE_FRACTION)
     return make_velocity_recipe(cfg, height_range, play=play)

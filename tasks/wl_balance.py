@@ -25,9 +25,8 @@ from typing import Any, Callable
 
 import mujoco
 
-from batonlab.env import mdp
-from batonlab.env import mdp_locomotion as loco
-from batonlab.env.actions import JointPositionAction, JointVelocityAction
+from batonlab import commands, events, observations, terminations
+from batonlab.actions import JointPositionAction, JointVelocityAction
 from batonlab.env.cfg import (
     ActionTermCfg,
     CommandTermCfg,
@@ -39,8 +38,8 @@ from batonlab.env.cfg import (
     SceneCfg,
     SimCfg,
     TaskCfg,
-    TerminationTermCfg,
     TermCfg,
+    TerminationTermCfg,
 )
 from batonlab.rewards import locomotion, regularizers
 from batonlab.rl.cfg import AlgorithmCfg, PolicyCfg, RunnerCfg
@@ -112,7 +111,7 @@ class MobileRobot:
     leg_torque_sensors: tuple[str, ...]
     """`actuatorfrc` sensors of the leg actuators (torque penalty)."""
     height_params: dict[str, Any]
-    """Parameters of `loco.base_height`: base and foot-point `framepos` sensors and the feet points'
+    """Parameters of `observations.base_height`: base and foot-point `framepos` sensors and the feet points'
     height above the ground (`wheel_radius`) [m]."""
     mirror: tuple[tuple[str, ...], tuple[str, ...]]
     """(left, right) leg joints equal to each other in a symmetric stance; empty: no mirror penalty."""
@@ -150,7 +149,7 @@ def make_wl_balance_cfg(play: bool = False, with_arm: bool = True) -> TaskCfg:
     if with_arm:
         # The arm is not driven by the policy: its servos hold the stowed pose (and the robot side holds it too).
         cfg.events["arm_stowed"] = EventTermCfg(
-            func=loco.hold_default_pose, mode="reset", params={"joints": cfg.deploy.held_joints}
+            func=events.hold_default_pose, mode="reset", params={"joints": cfg.deploy.held_joints}
         )
     return cfg
 
@@ -166,21 +165,21 @@ def make_balance_cfg(robot: MobileRobot, play: bool = False) -> TaskCfg:
     def policy_terms(noise: bool) -> dict[str, ObsTermCfg]:
         k = 1.0 if noise else 0.0
         terms = {
-            "base_ang_vel": ObsTermCfg(func=mdp.sensor, params={"name": "imu_gyro"}, noise_std=0.2 * k, scale=0.25),
-            "projected_gravity": ObsTermCfg(func=loco.projected_gravity, params={"sensor": "imu_quat"}, noise_std=0.05 * k),
-            "command": ObsTermCfg(func=mdp.generated_command, params=cmd),
-            "leg_pos": ObsTermCfg(func=mdp.joint_pos_rel, params={"joints": legs}, noise_std=0.01 * k),
-            "leg_vel": ObsTermCfg(func=mdp.joint_vel, params={"joints": legs}, noise_std=1.0 * k, scale=0.05),
+            "base_ang_vel": ObsTermCfg(func=observations.sensor, params={"name": "imu_gyro"}, noise_std=0.2 * k, scale=0.25),
+            "projected_gravity": ObsTermCfg(func=observations.projected_gravity, params={"sensor": "imu_quat"}, noise_std=0.05 * k),
+            "command": ObsTermCfg(func=observations.generated_command, params=cmd),
+            "leg_pos": ObsTermCfg(func=observations.joint_pos_rel, params={"joints": legs}, noise_std=0.01 * k),
+            "leg_vel": ObsTermCfg(func=observations.joint_vel, params={"joints": legs}, noise_std=1.0 * k, scale=0.05),
         }
         if wheels:
-            terms["wheel_vel"] = ObsTermCfg(func=mdp.joint_vel, params={"joints": wheels}, noise_std=1.0 * k, scale=0.05)
-        terms["last_action"] = ObsTermCfg(func=mdp.last_action)
+            terms["wheel_vel"] = ObsTermCfg(func=observations.joint_vel, params={"joints": wheels}, noise_std=1.0 * k, scale=0.05)
+        terms["last_action"] = ObsTermCfg(func=observations.last_action)
         return terms
 
     critic_terms = {
         **policy_terms(noise=False),
-        "base_lin_vel": ObsTermCfg(func=loco.root_lin_vel_b),
-        "base_height": ObsTermCfg(func=loco.base_height, params=dict(robot.height_params)),
+        "base_lin_vel": ObsTermCfg(func=observations.root_lin_vel_b),
+        "base_height": ObsTermCfg(func=observations.base_height, params=dict(robot.height_params)),
     }
     actions = {"legs": ActionTermCfg(cls=JointPositionAction, joints=legs, scale=0.25)}
     if wheels:
@@ -198,7 +197,7 @@ def make_balance_cfg(robot: MobileRobot, play: bool = False) -> TaskCfg:
         actions=actions,
         commands={
             COMMAND: CommandTermCfg(
-                cls=loco.BaseVelocityCommand,
+                cls=commands.BaseVelocityCommand,
                 resampling_time_range_s=(10.0, 10.0),
                 params={
                     "lin_vel_x_range": (0.0, 0.0),
@@ -232,19 +231,19 @@ def make_balance_cfg(robot: MobileRobot, play: bool = False) -> TaskCfg:
             "action_rate": RewardTermCfg(func=regularizers.action_rate_l2, weight=-0.01),
         },
         terminations={
-            "illegal_contact": TerminationTermCfg(func=loco.illegal_contact,
+            "illegal_contact": TerminationTermCfg(func=terminations.illegal_contact,
                                                   params={"sensors": robot.ground_contact_sensors}),
-            "bad_orientation": TerminationTermCfg(func=loco.bad_orientation, params={"limit_angle": 1.0}),
+            "bad_orientation": TerminationTermCfg(func=terminations.bad_orientation, params={"limit_angle": 1.0}),
         },
         events={
             # Startup: one draw per world for the whole run.
             ("wheel_friction" if wheels else "foot_friction"): EventTermCfg(
-                func=loco.randomize_geom_friction,
+                func=events.randomize_geom_friction,
                 mode="startup",
                 params={"geoms": robot.foot_geoms, "friction_range": (0.4, 1.2)},
             ),
             "base_mass": EventTermCfg(
-                func=loco.randomize_body_mass_and_com,
+                func=events.randomize_body_mass_and_com,
                 mode="startup",
                 params={
                     "body": robot.base_body,
@@ -255,7 +254,7 @@ def make_balance_cfg(robot: MobileRobot, play: bool = False) -> TaskCfg:
             # Reset: redrawn every episode.
             # One event per MjModel field: an event writes whole per-world arrays from the nominal model.
             "actuator_gains": EventTermCfg(
-                func=loco.randomize_actuator_gains,
+                func=events.randomize_actuator_gains,
                 mode="reset",
                 params={
                     "joints": legs + wheels,
@@ -264,9 +263,9 @@ def make_balance_cfg(robot: MobileRobot, play: bool = False) -> TaskCfg:
                     "strength_range": (0.85, 1.1),
                 },
             ),
-            "action_delay": EventTermCfg(func=loco.randomize_action_delay, mode="reset", params={"delay_range": (0, 2)}),
+            "action_delay": EventTermCfg(func=events.randomize_action_delay, mode="reset", params={"delay_range": (0, 2)}),
             "reset_base": EventTermCfg(
-                func=loco.reset_root_on_terrain,
+                func=events.reset_root_on_terrain,
                 mode="reset",
                 params={
                     "position_range": {"x": (-0.5, 0.5), "y": (-0.5, 0.5), "z": (0.03, 0.06)},
@@ -275,17 +274,17 @@ def make_balance_cfg(robot: MobileRobot, play: bool = False) -> TaskCfg:
                 },
             ),
             "reset_legs": EventTermCfg(
-                func=mdp.reset_joints_uniform, mode="reset", params={"joints": legs, "position_range": (-0.2, 0.2)}
+                func=events.reset_joints_uniform, mode="reset", params={"joints": legs, "position_range": (-0.2, 0.2)}
             ),
             # Interval: pushes.
             "push": EventTermCfg(
-                func=mdp.push_by_setting_velocity,
+                func=events.push_by_setting_velocity,
                 mode="interval",
                 interval_range_s=(3.0, 5.0),
                 params={"joint": wl.ROOT_JOINT, "velocity_range": {"x": (-0.6, 0.6), "y": (-0.2, 0.2), "yaw": (-0.5, 0.5)}},
             ),
         },
-        success=TermCfg(func=loco.survived),
+        success=TermCfg(func=terminations.survived),
         deploy=robot.deploy,
     )
     if not robot.mirror[0]:

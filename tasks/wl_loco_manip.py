@@ -24,9 +24,9 @@ from __future__ import annotations
 import mujoco
 import torch
 
-from batonlab.env import mdp
-from batonlab.env import mdp_locomotion as loco
-from batonlab.env.actions import JointPositionAction
+from batonlab import events, observations, terminations
+from batonlab.actions import JointPositionAction
+from batonlab.commands import EndEffectorTargetCommand
 from batonlab.curricula.arm_workspace import ArmWorkspaceCurriculum
 from batonlab.curricula.cost_limits import CostLimitSchedule
 from batonlab.curricula.reward_balance import RewardBalanceCurriculum
@@ -41,7 +41,6 @@ from batonlab.env.cfg import (
     TaskCfg,
     TermCfg,
 )
-from batonlab.env.ee_target import EndEffectorTargetCommand
 from batonlab.rewards import constraints, regularizers, tracking
 from batonlab.rl.cfg import RunnerCfg
 from batonlab.robots import wheel_legged as wl
@@ -133,7 +132,7 @@ def make_wl_loco_manip_cfg(play: bool = False) -> TaskCfg:
     cfg.deploy.held_joints = (GRIPPER_JOINT,)
     cfg.events["arm_stowed"].params["joints"] = cfg.deploy.held_joints
     cfg.events["reset_arm"] = EventTermCfg(
-        func=mdp.reset_joints_uniform, mode="reset", params={"joints": arm, "position_range": (-0.1, 0.1)}
+        func=events.reset_joints_uniform, mode="reset", params={"joints": arm, "position_range": (-0.1, 0.1)}
     )
     cfg.events["actuator_gains"].params["joints"] = legs + wheels + arm
 
@@ -161,10 +160,10 @@ def make_wl_loco_manip_cfg(play: bool = False) -> TaskCfg:
     def arm_terms(noise: bool) -> dict[str, ObsTermCfg]:
         k = 1.0 if noise else 0.0
         return {
-            "arm_pos": ObsTermCfg(func=mdp.joint_pos_rel, params={"joints": arm}, noise_std=0.01 * k),
-            "arm_vel": ObsTermCfg(func=mdp.joint_vel, params={"joints": arm}, noise_std=0.5 * k, scale=0.05),
-            "ee_pos": ObsTermCfg(func=mdp.sensor, params={"name": EE_SENSOR}, noise_std=0.005 * k),
-            "ee_target": ObsTermCfg(func=mdp.generated_command, params={"command": EE_COMMAND}),
+            "arm_pos": ObsTermCfg(func=observations.joint_pos_rel, params={"joints": arm}, noise_std=0.01 * k),
+            "arm_vel": ObsTermCfg(func=observations.joint_vel, params={"joints": arm}, noise_std=0.5 * k, scale=0.05),
+            "ee_pos": ObsTermCfg(func=observations.sensor, params={"name": EE_SENSOR}, noise_std=0.005 * k),
+            "ee_target": ObsTermCfg(func=observations.generated_command, params={"command": EE_COMMAND}),
         }
 
     for group, noise in (("policy", True), ("critic", False)):
@@ -230,7 +229,7 @@ def ee_tracked_and_survived(env, command: str, max_mean_error: float) -> torch.T
     """True where the episode ran to its time limit with a mean end-effector error below `max_mean_error` [m]."""
     metrics = env.command_manager.terms[command].metrics
     mean_error = metrics["ee_error"] / metrics["time"].clamp(min=1e-6)
-    return loco.survived(env) & (mean_error < max_mean_error)
+    return terminations.survived(env) & (mean_error < max_mean_error)
 
 
 def make_wl_loco_manip_agent_cfg() -> RunnerCfg:

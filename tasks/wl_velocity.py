@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import math
 
+from batonlab import terminations
 from batonlab.curricula.bandit import TerrainBanditCurriculum
 from batonlab.curricula.command_range import CommandRangeCurriculum
 from batonlab.curricula.levels import TerrainLevels
-from batonlab.env import mdp_locomotion as loco
-from batonlab.env.cfg import CurriculumTermCfg, TaskCfg, TerminationTermCfg, TermCfg
+from batonlab.env.cfg import CurriculumTermCfg, TaskCfg, TermCfg, TerminationTermCfg
 from batonlab.rl.cfg import RunnerCfg
 from batonlab.tasks import register
 from batonlab.tasks.wl_balance import COMMAND, make_wl_balance_agent_cfg, make_wl_balance_cfg
@@ -71,7 +71,7 @@ def make_velocity_recipe(cfg: TaskCfg, height_range: tuple[float, float], play: 
     cfg.events["reset_legs"].params["position_range"] = (-0.1, 0.1)
     cfg.events["push"].interval_range_s = (6.0, 10.0)
     cfg.terminations["out_of_bounds"] = TerminationTermCfg(
-        func=loco.out_of_terrain_bounds, params={"margin": 1.0}, time_out=True
+        func=terminations.out_of_terrain_bounds, params={"margin": 1.0}, time_out=True
     )
 
     cfg.curriculum = {
@@ -87,7 +87,7 @@ def make_velocity_recipe(cfg: TaskCfg, height_range: tuple[float, float], play: 
             },
         ),
     }
-    cfg.success = TermCfg(func=loco.command_tracked, params={"command": COMMAND, "max_mean_error": SUCCESS_MAX_SPEED_ERROR})
+    cfg.success = TermCfg(func=terminations.command_tracked, params={"command": COMMAND, "max_mean_error": SUCCESS_MAX_SPEED_ERROR})
     if play:
         # Curricula stay: a checkpoint restores their state (terrain levels, command ranges) into the play env.
         cfg.events.pop("push", None)

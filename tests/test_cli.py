@@ -58,7 +58,7 @@ def test_train_resume_play_export(tmp_path):
     assert (run_dir / "model_2.pt").is_file() and (run_dir / "config.yaml").is_file()
     assert any(p.name.startswith("events.out.tfevents") for p in run_dir.iterdir())
     config = (run_dir / "config.yaml").read_text()
-    assert "num_envs: 32" in config and "batonlab.env.mdp:joint_pos_rel" in config
+    assert "num_envs: 32" in config and "batonlab.observations.proprioception:joint_pos_rel" in config
 
     resumed = batonlab("train", "task=arm_reach", "max_iterations=3", "resume=true", "eval_episodes=0", *TINY,
                        cwd=tmp_path)

@@ -13,8 +13,8 @@ import pytest
 import torch
 from rsl_rl.algorithms import PPO
 
+from batonlab.observations.proprioception import joint_vel
 from batonlab.cli.main import main
-from batonlab.env import mdp
 from batonlab.env.cfg import CostTermCfg, TaskCfg
 from batonlab.env.env import BatonEnv
 from batonlab.rl import checkpoint
@@ -41,7 +41,7 @@ def one_learner_thread():
 
 def fast_joints(env, joints: tuple[str, ...], threshold: float) -> torch.Tensor:
     """1.0 while any of `joints` turns faster than `threshold` [rad/s], else 0.0 (num_envs,)."""
-    return (mdp.joint_vel(env, joints).abs() > threshold).any(dim=1).float()
+    return (joint_vel(env, joints).abs() > threshold).any(dim=1).float()
 
 
 def make_reach_costs_cfg(play: bool = False) -> TaskCfg:

@@ -26,7 +26,7 @@ from batonlab.curricula.arm_workspace import (
 from batonlab.curricula.cost_limits import CostLimitSchedule, scheduled_limits
 from batonlab.curricula.reward_balance import RewardBalanceCurriculum, balance_scales
 from batonlab.env.cfg import CommandTermCfg, CostTermCfg, CurriculumTermCfg, RewardTermCfg
-from batonlab.env.ee_target import EndEffectorTargetCommand, cartesian_to_spherical
+from batonlab.commands.ee_target import EndEffectorTargetCommand, cartesian_to_spherical
 from batonlab.env.env import BatonEnv
 from batonlab.rewards import locomotion, regularizers, tracking
 from batonlab.robots.wheel_legged import arm_geometry

@@ -212,6 +212,22 @@ def test_unknown_observation_function_is_refused_by_name():
         DeployRuntime(parse_manifest(manifest), policy=lambda obs: obs)
 
 
+def test_every_robot_side_term_names_a_training_function_and_old_names_still_load():
+    """The manifest names observation functions by `module:qualname`: each name the robot side computes
+    is where training's function lives now, and each name older exports wrote maps to one of them."""
+    import importlib
+
+    from batonlab.deploy.manifest_sections import RENAMED_OBS_FUNCS
+    from batonlab.deploy.observation import OBS_FUNCS
+    from batonlab.env.terms import qualified_name
+
+    for name in OBS_FUNCS:
+        module, qualname = name.split(":")
+        assert qualified_name(getattr(importlib.import_module(module), qualname)) == name
+    assert set(RENAMED_OBS_FUNCS.values()) <= set(OBS_FUNCS)
+    assert [t.func for t in parse_manifest(v1_manifest()).obs_terms] == [t.func for t in parse_manifest(arm_reach_manifest()).obs_terms]
+
+
 def test_bad_term_params_are_refused():
     manifest = arm_reach_manifest()
     manifest["observations"]["terms"][0]["params"] = {"joint_names": ["shoulder_yaw"]}

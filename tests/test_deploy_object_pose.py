@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""The object pose as a deployable sensor: arm_lift's student reads `mdp.sensor_pose` ("object_pose"), which a
+"""The object pose as a deployable sensor: arm_lift's student reads `observations.sensor_pose` ("object_pose"), which a
 robot gets from a perception node as geometry_msgs/PoseStamped on sensors/object_pose.
 
 - the manifest names it (a "pose" sensor: dim 7, its frame, the two MuJoCo sensors behind it) and refuses

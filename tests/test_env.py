@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from batonlab.env import mdp
+from batonlab.observations.proprioception import last_action
 from batonlab.env.cfg import EventTermCfg, ObsTermCfg, RewardTermCfg, TerminationTermCfg
 from batonlab.env.env import BatonEnv
 from batonlab.rewards import regularizers
@@ -102,7 +102,7 @@ def test_startup_randomisation_gives_each_world_its_own_damping(reach_env):
 def test_history_stacks_frames_oldest_first():
     cfg = make_task_cfg("arm_reach")
     cfg.num_envs = 2
-    cfg.observations["policy"].terms["last_action"] = ObsTermCfg(func=mdp.last_action, history_length=3)
+    cfg.observations["policy"].terms["last_action"] = ObsTermCfg(func=last_action, history_length=3)
     env = BatonEnv(cfg)
     for value in (1.0, 2.0, 3.0):
         obs, *_ = env.step(torch.full((2, 6), value))

@@ -105,7 +105,7 @@ def test_manifest_round_trips_and_hash_matches(exported):
     assert [t["name"] for t in terms] == ["joint_pos", "joint_vel", "ee_pos", "ee_target", "last_action"]
     assert sum(t["size"] * max(1, t["history_length"]) for t in terms) == 24
     assert terms[1]["scale"] == pytest.approx(0.1)
-    assert terms[0]["func"] == "batonlab.env.mdp:joint_pos_rel"
+    assert terms[0]["func"] == "batonlab.observations.proprioception:joint_pos_rel"
     assert manifest["actions"][0]["type"] == "joint_position"
     # A modified ONNX file no longer matches the recorded hash.
     tampered = onnx_path.read_bytes() + b"\0"

@@ -13,16 +13,16 @@ import onnxruntime as ort
 import pytest
 import torch
 
+from batonlab.observations.proprioception import last_action
 from batonlab.deploy import load_manifest
 from batonlab.deploy.dry_run import dry_run
 from batonlab.deploy.safety import State
 from batonlab.env.cfg import ActionTermCfg
 from batonlab.env.env import BatonEnv
-from batonlab.env.virtual_forces import VirtualForceAction
+from batonlab.privileges.virtual_forces import VirtualForceAction
 from batonlab.export.deployable import ExportError
 from batonlab.export.onnx import export
 from batonlab.rl.runner import BatonRunner
-from batonlab.env import mdp
 from batonlab.rl.vecenv import RslRlVecEnv
 from batonlab.tasks import make_agent_cfg, make_task_cfg
 
@@ -81,5 +81,5 @@ def test_last_action_holds_only_the_deployable_dims():
     env.step(action)
     width = sum(t.width for t in env.observation_manager.layout["policy"] if t.name == "last_action")
     assert width == 7
-    assert torch.equal(mdp.last_action(env), action[:, :7])
+    assert torch.equal(last_action(env), action[:, :7])
     env.close()

@@ -303,9 +303,9 @@ def test_an_isaaclab_velocity_policy_imports_and_passes_the_deploy_check(tmp_pat
     assert manifest.control.physics_dt == 0.005 and manifest.control.decimation == 4
     assert manifest.action_scale.tolist() == [ACTION_SCALE] * 12 and manifest.actions[0].use_default_offset
     assert [(t.name, t.func) for t in manifest.obs_terms] == [
-        ("base_ang_vel", "batonlab.env.mdp:sensor"), ("projected_gravity", "batonlab.env.mdp_locomotion:projected_gravity"),
-        ("generated_commands", "batonlab.env.mdp:generated_command"), ("joint_pos_rel", "batonlab.env.mdp:joint_pos_rel"),
-        ("joint_vel_rel", "batonlab.env.mdp:joint_vel"), ("last_action", "batonlab.env.mdp:last_action")]
+        ("base_ang_vel", "batonlab.observations.sensors:sensor"), ("projected_gravity", "batonlab.observations.sensors:projected_gravity"),
+        ("generated_commands", "batonlab.observations.commands:generated_command"), ("joint_pos_rel", "batonlab.observations.proprioception:joint_pos_rel"),
+        ("joint_vel_rel", "batonlab.observations.proprioception:joint_vel"), ("last_action", "batonlab.observations.proprioception:last_action")]
     assert {n: (s.source, s.frame) for n, s in manifest.sensors.items()} == {
         "imu_gyro": ("imu.angular_velocity", "base"), "imu_quat": ("imu.orientation", "base")}
     command = manifest.commands["generated_commands"]

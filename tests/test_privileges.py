@@ -10,9 +10,9 @@ import torch
 from batonlab.curricula.privilege import PrivilegeSchedule
 from batonlab.env.cfg import ActionTermCfg, CurriculumTermCfg, PrivilegeTermCfg
 from batonlab.env.env import BatonEnv
-from batonlab.env.mdp_objects import body_pos
-from batonlab.env.relaxed_contacts import DISABLED_MARGIN, RelaxedContacts
-from batonlab.env.virtual_forces import VirtualForceAction
+from batonlab.observations.objects import body_pos
+from batonlab.privileges.relaxed_contacts import DISABLED_MARGIN, RelaxedContacts
+from batonlab.privileges.virtual_forces import VirtualForceAction
 from batonlab.rl.runner import BatonRunner
 from batonlab.rl.vecenv import RslRlVecEnv
 from batonlab.tasks import make_agent_cfg, make_task_cfg

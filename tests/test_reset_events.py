@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import mujoco
 import torch
 
-from batonlab.env import mdp
+from batonlab.events.joints import reset_joints_uniform
 from batonlab.env.cfg import SceneCfg, SimCfg
 from batonlab.env.scene import Scene
 
@@ -30,7 +30,7 @@ def test_reset_joints_uniform_clips_limited_joints_only():
     num_envs = 64
     env = SimpleNamespace(scene=scene, device="cpu", reset_qpos=scene.default_qpos.repeat(num_envs, 1),
                           uniform=lambda shape, low, high: low + (high - low) * torch.rand(shape, generator=generator))
-    mdp.reset_joints_uniform(env, torch.arange(num_envs), ("limited", "continuous"), (-0.5, 0.5))
+    reset_joints_uniform(env, torch.arange(num_envs), ("limited", "continuous"), (-0.5, 0.5))
     limited, continuous = env.reset_qpos[:, 0], env.reset_qpos[:, 1]
     assert limited.abs().max() <= 0.2 + 1e-6 and (limited.abs() == 0.2).any(), "the limited joint is clipped"
     assert (continuous - 1.0).abs().max() <= 0.5 and continuous.std() > 0.2, "the continuous joint is offset, not clipped"

@@ -24,8 +24,9 @@ import numpy as np
 import pytest
 import torch
 
+from batonlab.observations.root_state import root_ang_vel_b, root_lin_vel_b, root_lin_vel_w, root_pos_w, root_quat_w
+from batonlab import observations
 from batonlab.cli.deploy import DEPLOY_ROS_DIR, node_command, ros_environment
-from batonlab.env import mdp_locomotion as loco
 from batonlab.robots import wheel_legged as wl
 from batonlab.tasks import make_task_cfg
 from ros.nodes import DdsPeer
@@ -163,7 +164,7 @@ def test_imu_is_the_scene_imu_sensors(robot):
     np.testing.assert_array_equal(imu.angular_velocity, robot.sensor("imu_gyro"))
     np.testing.assert_array_equal(imu.linear_acceleration, robot.sensor("imu_acc"))
     # The orientation is the IMU frame in the world: its projected gravity is the policy's input.
-    training = loco.projected_gravity(robot.env, "imu_quat")[0].double().numpy()
+    training = observations.projected_gravity(robot.env, "imu_quat")[0].double().numpy()
     np.testing.assert_allclose(projected_gravity(imu.orientation), training, atol=1e-6)
 
 
@@ -192,11 +193,11 @@ def test_odometry_twist_is_in_the_body_frame(robot):
     run(robot, 0.05)
     motion = robot.base_motion()
     env = robot.env
-    np.testing.assert_array_equal(motion.position, loco.root_pos_w(env)[0].double().numpy())
-    np.testing.assert_array_equal(motion.orientation, loco.root_quat_w(env)[0].double().numpy())
-    np.testing.assert_allclose(motion.linear_velocity, loco.root_lin_vel_b(env)[0].double().numpy(), atol=1e-6)
-    np.testing.assert_array_equal(motion.angular_velocity, loco.root_ang_vel_b(env)[0].double().numpy())
-    world = loco.root_lin_vel_w(env)[0].double().numpy()
+    np.testing.assert_array_equal(motion.position, root_pos_w(env)[0].double().numpy())
+    np.testing.assert_array_equal(motion.orientation, root_quat_w(env)[0].double().numpy())
+    np.testing.assert_allclose(motion.linear_velocity, root_lin_vel_b(env)[0].double().numpy(), atol=1e-6)
+    np.testing.assert_array_equal(motion.angular_velocity, root_ang_vel_b(env)[0].double().numpy())
+    world = root_lin_vel_w(env)[0].double().numpy()
     assert np.linalg.norm(world - motion.linear_velocity) > 0.05, "seed 7 faces away from x: the frames differ"
 
 

@@ -18,11 +18,11 @@ import onnxruntime as ort
 import pytest
 import torch
 
+from batonlab.observations.sensors import sensor_pose
 from batonlab.deploy import load_manifest
 from batonlab.deploy.dry_run import dry_run
 from batonlab.deploy.observation import ObservationBuilder, RobotInputs
 from batonlab.deploy.safety import State
-from batonlab.env import mdp
 from batonlab.env.env import BatonEnv
 from batonlab.export.onnx import export
 from batonlab.rl.runner import BatonRunner
@@ -73,8 +73,8 @@ def assert_robot_observation_matches(env: BatonEnv, manifest, steps: int) -> Non
     with the one `batonlab.deploy` builds from what a robot would send."""
     builder = ObservationBuilder(manifest)
     ctx = builder.ctx
-    # A pose input (`mdp.sensor_pose`, e.g. a perception node's object_pose) is what the sim computes from its two sensors.
-    poses = {t.params["name"]: t.params for t in manifest.obs_terms if t.func == "batonlab.env.mdp:sensor_pose"}
+    # A pose input (`sensor_pose`, e.g. a perception node's object_pose) is what the sim computes from its two sensors.
+    poses = {t.params["name"]: t.params for t in manifest.obs_terms if t.func == "batonlab.observations.sensors:sensor_pose"}
     qadr, dadr = env.scene.qpos_adr(ctx.joints), env.scene.dof_adr(ctx.joints)
     generator = torch.Generator().manual_seed(1)
     env.reset()
@@ -82,7 +82,7 @@ def assert_robot_observation_matches(env: BatonEnv, manifest, steps: int) -> Non
     for step in range(steps):
         inputs = RobotInputs(
             joint_pos=env.sim.qpos[0, qadr].double().numpy(), joint_vel=env.sim.qvel[0, dadr].double().numpy(),
-            vectors={**{name: (mdp.sensor_pose(env, **poses[name]) if name in poses else env.sim.sensor(name))[0]
+            vectors={**{name: (sensor_pose(env, **poses[name]) if name in poses else env.sim.sensor(name))[0]
                         .double().numpy() for name in ctx.sensors},
                      **{name: env.command_manager.command(name)[0].double().numpy() for name in ctx.commands}},
             last_action=env.action_manager.action[0].numpy(),

@@ -14,7 +14,7 @@ import pytest
 import torch
 import yaml
 
-from batonlab.env import mdp_locomotion as loco
+from batonlab.terminations.failures import illegal_contact
 from batonlab.env.env import BatonEnv
 from batonlab.robots import load
 from batonlab.robots import wheel_legged as wl
@@ -210,7 +210,7 @@ def test_velocity_builds_and_steps_a_quadruped(tmp_path):
     qpos[:, 2] = 0.049  # the trunk's 0.05 m half-height just into the ground
     qpos[:, 3:7] = torch.tensor([0.0, 1.0, 0.0, 0.0])
     env.sim.reset(env.all_env_ids, qpos, torch.zeros(6, model.nv))
-    assert loco.illegal_contact(env, cfg.terminations["illegal_contact"].params["sensors"]).all()
+    assert illegal_contact(env, cfg.terminations["illegal_contact"].params["sensors"]).all()
     _, _, terminated, _, extras = env.step(torch.zeros(6, 8))
     assert terminated.all() and extras["log"]["Episode_Termination/illegal_contact"] == 1.0
     env.close()

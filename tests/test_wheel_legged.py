@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from batonlab.env import mdp_locomotion as loco
+from batonlab.observations.root_state import root_lin_vel_b, root_lin_vel_heading, root_lin_vel_w, root_pos_w, root_projected_gravity, root_yaw_rate_w
+from batonlab.observations.sensors import projected_gravity
+from batonlab.utils.quaternions import quat_from_euler_xyz, quat_rotate, quat_rotate_inverse, yaw_from_quat
 from batonlab.env.env import BatonEnv
 from batonlab.robots import wheel_legged as wl
 from batonlab.robots.arm6 import ARM_JOINTS
@@ -170,13 +172,13 @@ def test_quaternion_helpers_match_mujoco():
     for i in range(16):
         expected = np.zeros(3)
         mujoco.mju_rotVecQuat(expected, v[i].numpy(), q[i].numpy())
-        assert np.allclose(loco.quat_rotate(q[i : i + 1], v[i : i + 1])[0].numpy(), expected)
-    assert torch.allclose(loco.quat_rotate_inverse(q, loco.quat_rotate(q, v)), v)
+        assert np.allclose(quat_rotate(q[i : i + 1], v[i : i + 1])[0].numpy(), expected)
+    assert torch.allclose(quat_rotate_inverse(q, quat_rotate(q, v)), v)
     roll, pitch, yaw = torch.tensor([0.3]), torch.tensor([-0.2]), torch.tensor([1.1])
     expected = np.zeros(4)
     mujoco.mju_euler2Quat(expected, np.array([roll.item(), pitch.item(), yaw.item()]), "XYZ")
-    assert np.allclose(loco.quat_from_euler_xyz(roll, pitch, yaw)[0].numpy(), expected, atol=1e-6)
-    assert loco.yaw_from_quat(loco.quat_from_euler_xyz(roll * 0, pitch * 0, yaw)).item() == pytest.approx(1.1)
+    assert np.allclose(quat_from_euler_xyz(roll, pitch, yaw)[0].numpy(), expected, atol=1e-6)
+    assert yaw_from_quat(quat_from_euler_xyz(roll * 0, pitch * 0, yaw)).item() == pytest.approx(1.1)
 
 
 def test_root_velocity_terms_follow_the_free_joint_convention():
@@ -188,12 +190,12 @@ def test_root_velocity_terms_follow_the_free_joint_convention():
     qvel[:, 0:2] = torch.tensor([math.cos(yaw), math.sin(yaw)]) * 0.8  # 0.8 m/s along the heading, world frame
     qvel[:, 5] = 0.4  # body-frame yaw rate
     env.sim.reset(env.all_env_ids, qpos, qvel)
-    assert torch.allclose(loco.root_lin_vel_heading(env)[:, :2], torch.tensor([0.8, 0.0]).expand(2, 2), atol=1e-5)
-    assert torch.allclose(loco.root_lin_vel_b(env)[:, 0], torch.full((2,), 0.8), atol=1e-5)
-    assert torch.allclose(loco.root_yaw_rate_w(env), torch.full((2,), 0.4), atol=1e-5)
-    assert torch.allclose(loco.root_projected_gravity(env), torch.tensor([0.0, 0.0, -1.0]).expand(2, 3), atol=1e-6)
+    assert torch.allclose(root_lin_vel_heading(env)[:, :2], torch.tensor([0.8, 0.0]).expand(2, 2), atol=1e-5)
+    assert torch.allclose(root_lin_vel_b(env)[:, 0], torch.full((2,), 0.8), atol=1e-5)
+    assert torch.allclose(root_yaw_rate_w(env), torch.full((2,), 0.4), atol=1e-5)
+    assert torch.allclose(root_projected_gravity(env), torch.tensor([0.0, 0.0, -1.0]).expand(2, 3), atol=1e-6)
     # The IMU (framequat sensor) agrees with the free joint.
-    assert torch.allclose(loco.projected_gravity(env), loco.root_projected_gravity(env), atol=1e-5)
+    assert torch.allclose(projected_gravity(env), root_projected_gravity(env), atol=1e-5)
     env.close()
 
 
@@ -231,7 +233,7 @@ def test_robots_spawn_on_their_terrain_tiles():
     env.terrain.set_cells(env.all_env_ids, levels=torch.arange(12) % 3, types=torch.arange(12) % 4)
     env.reset()
     origins = env.terrain.env_origins
-    pos = loco.root_pos_w(env)
+    pos = root_pos_w(env)
     assert (pos[:, :2] - origins[:, :2]).abs().max() <= 0.3 + 1e-5
     assert torch.allclose(pos[:, 2] - origins[:, 2], torch.full((12,), wl.NOMINAL_BASE_HEIGHT + 0.04), atol=0.011)
     env.close()
@@ -279,9 +281,9 @@ def test_pushes_fire_on_their_interval():
     push = env.cfg.events["push"]
     push.params["velocity_range"] = {"x": (2.0, 2.0)}
     env.event_manager.time_left["push"][:] = 0.0
-    before = loco.root_lin_vel_w(env)[:, 0].clone()
+    before = root_lin_vel_w(env)[:, 0].clone()
     env.event_manager.update(env.step_dt)
-    assert torch.allclose(loco.root_lin_vel_w(env)[:, 0] - before, torch.full((4,), 2.0), atol=1e-5)
+    assert torch.allclose(root_lin_vel_w(env)[:, 0] - before, torch.full((4,), 2.0), atol=1e-5)
     assert (env.event_manager.time_left["push"] >= push.interval_range_s[0]).all()
     env.close()
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from batonlab.env.ee_target import cartesian_to_spherical, clear_of_robot
+from batonlab.commands.ee_target import cartesian_to_spherical, clear_of_robot
 from batonlab.env.env import BatonEnv
 from batonlab.robots import wheel_legged as wl
 from batonlab.robots.arm6 import ARM_JOINTS
@@ -148,7 +148,8 @@ def test_only_positive_rewards_clip_the_sum_but_keep_the_fall_penalty():
 
 def test_the_target_marker_follows_the_command_in_the_world_and_shows_in_the_video():
     """`batonlab play`'s video shows where the gripper should go: the marker sits at the target, carried by the base."""
-    from batonlab.env.mdp_locomotion import quat_rotate, root_pos_w, root_quat_w
+    from batonlab.observations.root_state import root_pos_w, root_quat_w
+    from batonlab.utils.quaternions import quat_rotate
 
     env = make_env(num_envs=2)
     term = env.command_manager.terms[EE_COMMAND]

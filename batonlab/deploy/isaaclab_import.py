@@ -77,7 +77,7 @@ def _joint_pos_rel(term: ObsDescriptor, name: str, ctx: _Context) -> tuple[str, 
         if wrong:
             raise IsaacLabImportError(f"{term.label} subtracts joint_pos_offsets that are not the articulation's default "
                                       f"pose for joints {wrong}; batonlab reads positions relative to one default pose")
-    return "batonlab.env.mdp:joint_pos_rel", {"joints": joints}
+    return "batonlab.observations.proprioception:joint_pos_rel", {"joints": joints}
 
 
 def _joint_vel_rel(term: ObsDescriptor, name: str, ctx: _Context) -> tuple[str, dict]:
@@ -89,32 +89,32 @@ def _joint_vel_rel(term: ObsDescriptor, name: str, ctx: _Context) -> tuple[str, 
 
 
 def _joint_vel(term: ObsDescriptor, name: str, ctx: _Context) -> tuple[str, dict]:
-    return "batonlab.env.mdp:joint_vel", {"joints": _joints_of(term)}
+    return "batonlab.observations.proprioception:joint_vel", {"joints": _joints_of(term)}
 
 
 def _last_action(term: ObsDescriptor, name: str, ctx: _Context) -> tuple[str, dict]:
     if term.size != ctx.action_dim:
         raise IsaacLabImportError(f"{term.label} has shape [{term.size}], the policy has {ctx.action_dim} actions; "
                                   "batonlab's last_action is the whole action vector")
-    return "batonlab.env.mdp:last_action", {}
+    return "batonlab.observations.proprioception:last_action", {}
 
 
 def _projected_gravity(term: ObsDescriptor, name: str, ctx: _Context) -> tuple[str, dict]:
     _check_size(term, 3)
     ctx.sensors["imu_quat"] = SensorSpec("framequat", 4, IMU_ORIENTATION, ctx.frame, ctx.frame)
-    return "batonlab.env.mdp_locomotion:projected_gravity", {"sensor": "imu_quat"}
+    return "batonlab.observations.sensors:projected_gravity", {"sensor": "imu_quat"}
 
 
 def _base_ang_vel(term: ObsDescriptor, name: str, ctx: _Context) -> tuple[str, dict]:
     _check_size(term, 3)
     ctx.sensors["imu_gyro"] = SensorSpec("gyro", 3, IMU_ANGULAR_VELOCITY, ctx.frame, ctx.frame)
-    return "batonlab.env.mdp:sensor", {"name": "imu_gyro"}
+    return "batonlab.observations.sensors:sensor", {"name": "imu_gyro"}
 
 
 def _base_lin_vel(term: ObsDescriptor, name: str, ctx: _Context) -> tuple[str, dict]:
     _check_size(term, 3)
     ctx.sensors["base_lin_vel"] = SensorSpec("velocimeter", 3, TOPIC, ctx.frame, ctx.frame)
-    return "batonlab.env.mdp:sensor", {"name": "base_lin_vel"}
+    return "batonlab.observations.sensors:sensor", {"name": "base_lin_vel"}
 
 
 def _generated_commands(term: ObsDescriptor, name: str, ctx: _Context) -> tuple[str, dict]:
@@ -122,7 +122,7 @@ def _generated_commands(term: ObsDescriptor, name: str, ctx: _Context) -> tuple[
         ctx.commands[name] = CommandSpec("UniformVelocityCommand", term.size, VELOCITY_FIELDS, (0.0,) * term.size)
     else:
         ctx.commands[name] = CommandSpec("isaaclab:generated_commands", term.size)
-    return "batonlab.env.mdp:generated_command", {"command": name}
+    return "batonlab.observations.commands:generated_command", {"command": name}
 
 
 OBSERVATIONS: dict[str, Callable[[ObsDescriptor, str, _Context], tuple[str, dict]]] = {

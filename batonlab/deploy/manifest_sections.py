@@ -152,6 +152,18 @@ class ActionTerm:
                    use_default_offset=required(data, label, "use_default_offset", bool))
 
 
+RENAMED_OBS_FUNCS: dict[str, str] = {
+    "batonlab.env.mdp:joint_pos_rel": "batonlab.observations.proprioception:joint_pos_rel",
+    "batonlab.env.mdp:joint_vel": "batonlab.observations.proprioception:joint_vel",
+    "batonlab.env.mdp:last_action": "batonlab.observations.proprioception:last_action",
+    "batonlab.env.mdp:generated_command": "batonlab.observations.commands:generated_command",
+    "batonlab.env.mdp:sensor": "batonlab.observations.sensors:sensor",
+    "batonlab.env.mdp:sensor_pose": "batonlab.observations.sensors:sensor_pose",
+    "batonlab.env.mdp_locomotion:projected_gravity": "batonlab.observations.sensors:projected_gravity",
+}
+"""Observation functions of manifests written before the term libraries moved out of `batonlab.env` → their names now."""
+
+
 @dataclass(frozen=True)
 class ObsTermLayout:
     """One observation term: where it sits in its group's vector and how it was processed.
@@ -163,7 +175,7 @@ class ObsTermLayout:
 
     name: str
     func: str
-    """Training function as "module:qualname", e.g. "batonlab.env.mdp:joint_pos_rel"."""
+    """Training function as "module:qualname", e.g. "batonlab.observations.proprioception:joint_pos_rel"."""
     params: dict[str, Any]
     """The function's parameters, as plain JSON data."""
     size: int
@@ -194,7 +206,8 @@ class ObsTermLayout:
         params = data.get("params") or {}
         if not isinstance(params, dict):
             raise ManifestError(f"field '{label}.params' should be an object, got {type(params).__name__}")
-        return cls(name=required(data, label, "name", str), func=required(data, label, "func", str), params=dict(params),
+        func = required(data, label, "func", str)
+        return cls(name=required(data, label, "name", str), func=RENAMED_OBS_FUNCS.get(func, func), params=dict(params),
                    size=required(data, label, "size", int), history_length=required(data, label, "history_length", int),
                    scale=required_number(data, label, "scale"), clip=clip_range(data.get("clip"), f"{label}.clip"),
                    noise_std=float(data.get("noise_std") or 0.0))

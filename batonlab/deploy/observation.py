@@ -84,11 +84,11 @@ class ObsContext:
         return np.array([self.manifest.default_joint_pos[n] for n in names])
 
 
-# Terms: numpy twins of the training functions in batonlab.env.mdp.
+# Terms: numpy twins of the training functions in batonlab.observations.
 
 
 class JointPosRel:
-    """`mdp.joint_pos_rel`: joint positions minus the default pose [rad or m]."""
+    """`observations.joint_pos_rel`: joint positions minus the default pose [rad or m]."""
 
     def __init__(self, ctx: ObsContext, joints):
         self.idx = ctx.joint_index(joints)
@@ -100,7 +100,7 @@ class JointPosRel:
 
 
 class JointVel:
-    """`mdp.joint_vel`: joint velocities [rad/s or m/s]."""
+    """`observations.joint_vel`: joint velocities [rad/s or m/s]."""
 
     def __init__(self, ctx: ObsContext, joints):
         self.idx = ctx.joint_index(joints)
@@ -112,7 +112,7 @@ class JointVel:
 
 
 class LastAction:
-    """`mdp.last_action`: the raw policy output of the previous step."""
+    """`observations.last_action`: the raw policy output of the previous step."""
 
     def __init__(self, ctx: ObsContext):
         self.size = ctx.manifest.action_dim
@@ -122,7 +122,7 @@ class LastAction:
 
 
 class GeneratedCommand:
-    """`mdp.generated_command`: a command input (target, velocity) received from outside."""
+    """`observations.generated_command`: a command input (target, velocity) received from outside."""
 
     def __init__(self, ctx: ObsContext, command: str):
         if command not in ctx.manifest.commands:
@@ -135,7 +135,7 @@ class GeneratedCommand:
 
 
 class Sensor:
-    """`mdp.sensor`: a named sensor reading received from outside (e.g. the tool point in the base frame)."""
+    """`observations.sensor`: a named sensor reading received from outside (e.g. the tool point in the base frame)."""
 
     def __init__(self, ctx: ObsContext, name: str, size: int):
         self.name = name
@@ -147,7 +147,7 @@ class Sensor:
 
 
 class ProjectedGravity:
-    """`mdp_locomotion.projected_gravity`: the unit gravity direction in the IMU frame, from the IMU's
+    """`observations.projected_gravity`: the unit gravity direction in the IMU frame, from the IMU's
     orientation (w, x, y, z) in a z-up frame; (0, 0, -1) when level. Yaw does not enter.
 
     The quaternion is normalised first: a robot's IMU filter may report one slightly off unit length,
@@ -168,7 +168,7 @@ class ProjectedGravity:
 
 
 class SensorPose:
-    """`mdp.sensor_pose`: a pose received from outside (a perception node's object estimate on
+    """`observations.sensor_pose`: a pose received from outside (a perception node's object estimate on
     sensors/<name>): position [m] then quaternion (w, x, y, z), in the frame the manifest names.
 
     The quaternion is made unit and put in the hemisphere w >= 0 (`pose.canonical_pose`): an estimator
@@ -187,13 +187,13 @@ class SensorPose:
 
 
 OBS_FUNCS: dict[str, type] = {
-    "batonlab.env.mdp:joint_pos_rel": JointPosRel,
-    "batonlab.env.mdp:joint_vel": JointVel,
-    "batonlab.env.mdp:last_action": LastAction,
-    "batonlab.env.mdp:generated_command": GeneratedCommand,
-    "batonlab.env.mdp:sensor": Sensor,
-    "batonlab.env.mdp:sensor_pose": SensorPose,
-    "batonlab.env.mdp_locomotion:projected_gravity": ProjectedGravity,
+    "batonlab.observations.proprioception:joint_pos_rel": JointPosRel,
+    "batonlab.observations.proprioception:joint_vel": JointVel,
+    "batonlab.observations.proprioception:last_action": LastAction,
+    "batonlab.observations.commands:generated_command": GeneratedCommand,
+    "batonlab.observations.sensors:sensor": Sensor,
+    "batonlab.observations.sensors:sensor_pose": SensorPose,
+    "batonlab.observations.sensors:projected_gravity": ProjectedGravity,
 }
 """Training function → numpy twin. A term is added here together with a parity test."""
 

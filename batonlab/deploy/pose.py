@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Pose readings on the robot side: what counts as one, and the one form the policy sees.
 
-A pose sensor (`mdp.sensor_pose` in training, e.g. a perception node's `sensors/object_pose`) is
+A pose sensor (`observations.sensor_pose` in training, e.g. a perception node's `sensors/object_pose`) is
 seven numbers: position [m] then orientation quaternion (w, x, y, z), both in the frame the manifest
 names. Two things a quaternion carries that a rotation does not:
 

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import mujoco
 import numpy as np
 import torch
@@ -38,7 +40,7 @@ class Scene:
         for name, value in cfg.default_joint_pos.items():
             self.default_qpos[m.jnt_qposadr[m.joint(name).id]] = value
         self.default_qvel = torch.zeros(m.nv)
-        self._cache: dict[tuple, torch.Tensor] = {}
+        self._cache: dict[tuple, Any] = {}
 
     def joint_ids(self, names) -> list[int]:
         """Joint ids for names, with an error that lists the valid names."""
@@ -101,16 +103,39 @@ class Scene:
             self._cache[key] = torch.as_tensor(getattr(self.model, field), dtype=torch.float32)
         return self._cache[key]
 
+    def free_joint_adr(self, joint: str) -> tuple[int, int]:
+        """(qpos column, qvel column) where the free joint `joint` starts; cached, terms call it every step."""
+        key = ("free_joint", joint)
+        if key not in self._cache:
+            jid = self.joint_ids([joint])[0]
+            if int(self.model.jnt_type[jid]) != int(mujoco.mjtJoint.mjJNT_FREE):
+                raise ValueError(f"joint '{joint}' is not a free joint")
+            self._cache[key] = (int(self.model.jnt_qposadr[jid]), int(self.model.jnt_dofadr[jid]))
+        return self._cache[key]
+
+    def free_body_adr(self, body: str) -> tuple[int, int]:
+        """(qpos column, qvel column) where the free joint of `body` starts; cached."""
+        key = ("free_body", body)
+        if key not in self._cache:
+            jid = int(self.model.body_jntadr[self.body_id(body)])
+            if jid < 0 or int(self.model.jnt_type[jid]) != int(mujoco.mjtJoint.mjJNT_FREE):
+                raise ValueError(f"body '{body}' does not hang on a free joint")
+            self._cache[key] = (int(self.model.jnt_qposadr[jid]), int(self.model.jnt_dofadr[jid]))
+        return self._cache[key]
+
     def body_id(self, name: str) -> int:
         return self._lookup(mujoco.mjtObj.mjOBJ_BODY, name, "body")
 
     def site_id(self, name: str) -> int:
         return self._lookup(mujoco.mjtObj.mjOBJ_SITE, name, "site")
 
+    def geom_id(self, name: str) -> int:
+        return self._lookup(mujoco.mjtObj.mjOBJ_GEOM, name, "geom")
+
     def _lookup(self, obj: mujoco.mjtObj, name: str, kind: str) -> int:
         idx = mujoco.mj_name2id(self.model, obj, name)
         if idx < 0:
-            count = {"body": self.model.nbody, "site": self.model.nsite}[kind]
+            count = {"body": self.model.nbody, "site": self.model.nsite, "geom": self.model.ngeom}[kind]
             names = [mujoco.mj_id2name(self.model, obj, i) for i in range(count)]
             raise KeyError(f"unknown {kind} '{name}'; the model has {names}")
         return idx

@@ -28,7 +28,7 @@ def deployable_obs_group(env, policy) -> str:
         policy: rsl-rl's actor or student (`MLPModel`, its `obs_groups` are the groups it concatenates).
 
     Raises:
-        ExportError: The policy reads a privileged group or more than one group. (`mdp.last_action`
+        ExportError: The policy reads a privileged group or more than one group. (`observations.last_action`
             holds only the deployable action dims, so a deployable group never carries privileged ones.)
     """
     groups = list(policy.obs_groups)

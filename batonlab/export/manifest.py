@@ -13,6 +13,7 @@ import mujoco
 import numpy as np
 
 import batonlab
+from batonlab.observations.sensors import sensor_pose
 from batonlab.deploy.manifest import (  # noqa: F401  (sha256_file: the robot side checks the same hash)
     ActionTerm,
     ActuatedJoints,
@@ -27,7 +28,6 @@ from batonlab.deploy.manifest import (  # noqa: F401  (sha256_file: the robot si
 )
 from batonlab.deploy.manifest_robot import IMU_ANGULAR_VELOCITY, IMU_LINEAR_ACCELERATION, IMU_ORIENTATION, POSE, TOPIC
 from batonlab.deploy.pose import POSE_DIM
-from batonlab.env import mdp
 from batonlab.env.env import BatonEnv
 from batonlab.env.terms import qualified_name
 from batonlab.sim.joints import one_dof_joint_ids
@@ -114,7 +114,7 @@ def _command_spec(term) -> CommandSpec:
 
 
 _SENSOR_PARAMS = ("name", "sensor")
-"""Observation-term parameters that name a MuJoCo sensor (`mdp.sensor`, `mdp_locomotion.projected_gravity`)."""
+"""Observation-term parameters that name a MuJoCo sensor (`observations.sensor`, `observations.projected_gravity`)."""
 
 
 def _sensor_specs(model: mujoco.MjModel, layout) -> dict[str, SensorSpec]:
@@ -123,10 +123,10 @@ def _sensor_specs(model: mujoco.MjModel, layout) -> dict[str, SensorSpec]:
 
     A gyro, an accelerometer or a world-referenced orientation (`framequat` without a reference
     frame) of a site is an IMU field; anything else is a vector the robot publishes itself. A
-    `mdp.sensor_pose` term is a pose sensor named by its `name` param (`_pose_spec`).
+    `observations.sensor_pose` term is a pose sensor named by its `name` param (`_pose_spec`).
     """
     specs = {}
-    pose_func = qualified_name(mdp.sensor_pose)
+    pose_func = qualified_name(sensor_pose)
     for term in layout:
         if term.func == pose_func:
             specs[term.params["name"]] = _pose_spec(model, term.params["position"], term.params["orientation"])

@@ -20,7 +20,7 @@ import torch
 from tqdm import tqdm
 
 from batonlab.env.cfg import TaskCfg
-from batonlab.env.mdp_objects import body_pos
+from batonlab.observations.objects import body_pos
 from batonlab.rl.rollout import rollout, smoothed_noise
 
 Policy = Callable[[object], torch.Tensor]

@@ -5,7 +5,7 @@ and an optional latch, attached to any scene (a table for the arm, a floor for a
 The door's frame does not move; where it stands is the attachment frame's pose. Its geoms touch only
 robot links (conaffinity 2) and, through the explicit pair `LATCH_PAIR`, each other at the latch.
 
-A task that moves or resizes the door per world (`batonlab.env.mdp_door.RandomizeDoor` writes
+A task that moves or resizes the door per world (`batonlab.events.door.RandomizeDoor` writes
 `body_pos` / `body_quat` / `geom_pos` of the frame) mounts it on `add_door_mount`: mujoco_warp
 places the geoms of bodies welded to the world once, when the model is uploaded, and never again,
 whereas the geoms under a mocap body follow their body at every step, on both backends.

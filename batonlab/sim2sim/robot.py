@@ -12,9 +12,10 @@ import mujoco
 import numpy as np
 import torch
 
+from batonlab.commands.base_velocity import BaseVelocityCommand
+from batonlab.observations.sensors import projected_gravity, sensor, sensor_pose
+from batonlab.utils.quaternions import quat_mul, quat_rotate
 from batonlab.deploy.wiring import POSITION, command_interface, group_by_interface
-from batonlab.env import mdp
-from batonlab.env import mdp_locomotion as loco
 from batonlab.env.commands import episode_mean_errors
 from batonlab.env.env import BatonEnv
 from batonlab.robots.description import RobotDescriptionError
@@ -159,10 +160,10 @@ class SimRobot:
         """ros2_control interface → its joints, action joints (task order) first, then held joints."""
         # Sensors the policy reads, and the task's commands: published by the node.
         policy_terms = cfg.observations["policy"].terms.values()
-        self.sensor_names = [t.params["name"] for t in policy_terms if t.func is mdp.sensor]
+        self.sensor_names = [t.params["name"] for t in policy_terms if t.func is sensor]
         self.pose_sensors = {t.params["name"]: (t.params["position"], t.params["orientation"])
-                             for t in policy_terms if t.func is mdp.sensor_pose}
-        """Pose sensor name → its (framepos, framequat) MuJoCo sensors, as training's `mdp.sensor_pose` reads them."""
+                             for t in policy_terms if t.func is sensor_pose}
+        """Pose sensor name → its (framepos, framequat) MuJoCo sensors, as training's `observations.sensor_pose` reads them."""
         self.pose_frames = {name: _reference_frame(model, position) for name, (position, _) in self.pose_sensors.items()}
         """Pose sensor name → the frame its pose is in (the sensors' reference; "world" without one)."""
         self.command_names = list(env.command_manager.terms)
@@ -281,9 +282,9 @@ class SimRobot:
         force[2] += self._weight_n
         # Orientation error as a rotation vector in the world: stand ⊗ conj(current).
         conjugate = orientation * torch.tensor([1.0, -1.0, -1.0, -1.0], dtype=torch.float64)
-        error = loco.quat_mul(self._stand_pose[None, 3:], conjugate[None])[0]
+        error = quat_mul(self._stand_pose[None, 3:], conjugate[None])[0]
         rotation = 2.0 * error[1:] * (1.0 if error[0] >= 0 else -1.0)  # small angles: the shorter way round
-        angular_w = loco.quat_rotate(orientation[None], qvel[None, d + 3:d + 6])[0]
+        angular_w = quat_rotate(orientation[None], qvel[None, d + 3:d + 6])[0]
         torque = _STAND_ROT_STIFFNESS * rotation - _STAND_ROT_DAMPING * angular_w
         sim.xfrc_applied[0, self._root_body_id] = torch.cat([force, torque]).float()
 
@@ -297,7 +298,7 @@ class SimRobot:
         return self.env.sim.sensor(name)[0].double().numpy()
 
     def pose(self, name: str) -> np.ndarray:
-        """A pose sensor: (7,) position [m] then quaternion (w, x, y, z), exactly as `mdp.sensor_pose` reads it."""
+        """A pose sensor: (7,) position [m] then quaternion (w, x, y, z), exactly as `observations.sensor_pose` reads it."""
         position, orientation = self.pose_sensors[name]
         return np.concatenate([self.sensor(position), self.sensor(orientation)])
 
@@ -372,7 +373,7 @@ class SimRobot:
 def velocity_command(env: BatonEnv) -> str | None:
     """The task's velocity command (a `BaseVelocityCommand`), whose tracking error episodes report."""
     return next((name for name, term in env.command_manager.terms.items()
-                 if isinstance(term, loco.BaseVelocityCommand)), None)
+                 if isinstance(term, BaseVelocityCommand)), None)
 
 
 def mean_speed_error(extras: dict, command: str | None, env_id: int = 0) -> float | None:
@@ -457,13 +458,13 @@ def _imu_sensors(model: mujoco.MjModel, policy_terms) -> tuple[str, str, str, st
 
 def _imu_noise(policy_terms, imu) -> tuple[float, float]:
     """(orientation, gyro) noise std of the policy terms reading the IMU: a `projected_gravity` term on
-    its framequat [unit vector ≈ rad], an `mdp.sensor` term on its gyro [rad/s]; 0 where none does."""
+    its framequat [unit vector ≈ rad], an `observations.sensor` term on its gyro [rad/s]; 0 where none does."""
     if imu is None:
         return 0.0, 0.0
     _, quat, gyro, _ = imu
-    rot = max((t.noise_std for t in policy_terms if t.func is loco.projected_gravity and t.params.get("sensor") == quat),
+    rot = max((t.noise_std for t in policy_terms if t.func is projected_gravity and t.params.get("sensor") == quat),
               default=0.0)
-    rate = max((t.noise_std for t in policy_terms if t.func is mdp.sensor and t.params.get("name") == gyro), default=0.0)
+    rate = max((t.noise_std for t in policy_terms if t.func is sensor and t.params.get("name") == gyro), default=0.0)
     return float(rot), float(rate)
 
 

@@ -3,11 +3,11 @@
 import mujoco
 import torch
 
-from batonlab.env import mdp
-from batonlab.env.actions import JointPositionAction
+from batonlab import events, observations
+from batonlab.actions import JointPositionAction
+from batonlab.commands import UniformPositionCommand
 from batonlab.env.cfg import (ActionTermCfg, CommandTermCfg, EventTermCfg, ObsGroupCfg, ObsTermCfg, RewardTermCfg,
                               SceneCfg, TaskCfg, TermCfg)
-from batonlab.env.commands import UniformPositionCommand
 from batonlab.rewards import regularizers, tracking
 from batonlab.rl.cfg import RunnerCfg
 
@@ -30,7 +30,7 @@ TIP = {"command": "target", "sensor": "tip_pos"}
 def joint_vel_at_target_l2(env, command: str, sensor: str, radius: float, joints: tuple[str, ...]) -> torch.Tensor:
     """Squared joint speed while the tip is within `radius` of the target [rad²/s²], else 0."""
     near = tracking.position_command_error(env, command, sensor) < radius
-    return near * mdp.joint_vel(env, joints).square().sum(dim=-1)
+    return near * observations.joint_vel(env, joints).square().sum(dim=-1)
 
 
 def make_two_link_reach_cfg(play: bool = False) -> TaskCfg:
@@ -42,17 +42,17 @@ def make_two_link_reach_cfg(play: bool = False) -> TaskCfg:
         actions={"arm": ActionTermCfg(cls=JointPositionAction, joints=JOINTS, scale=0.5)},
         commands={"target": CommandTermCfg(cls=UniformPositionCommand, resampling_time_range_s=(3.0, 3.0), params=box)},
         observations={"policy": ObsGroupCfg(terms={
-            "joint_pos": ObsTermCfg(func=mdp.joint_pos_rel, params={"joints": JOINTS}, noise_std=0.01),
-            "joint_vel": ObsTermCfg(func=mdp.joint_vel, params={"joints": JOINTS}, scale=0.1),
-            "tip_pos": ObsTermCfg(func=mdp.sensor, params={"name": "tip_pos"}),
-            "target": ObsTermCfg(func=mdp.generated_command, params={"command": "target"}),
+            "joint_pos": ObsTermCfg(func=observations.joint_pos_rel, params={"joints": JOINTS}, noise_std=0.01),
+            "joint_vel": ObsTermCfg(func=observations.joint_vel, params={"joints": JOINTS}, scale=0.1),
+            "tip_pos": ObsTermCfg(func=observations.sensor, params={"name": "tip_pos"}),
+            "target": ObsTermCfg(func=observations.generated_command, params={"command": "target"}),
         }, enable_corruption=not play)},  # play, export and deploy see clean observations
         rewards={
             "near": RewardTermCfg(func=tracking.position_command_error_tanh, params={**TIP, "std": 0.1}),
             "still": RewardTermCfg(func=joint_vel_at_target_l2, params={**TIP, "radius": 0.03, "joints": JOINTS}, weight=-0.05),
             "action_rate": RewardTermCfg(func=regularizers.action_rate_l2, weight=-0.01),
         },
-        events={"start": EventTermCfg(func=mdp.reset_joints_uniform, params={"joints": JOINTS, "position_range": (-0.5, 0.5)})},
+        events={"start": EventTermCfg(func=events.reset_joints_uniform, params={"joints": JOINTS, "position_range": (-0.5, 0.5)})},
         success=TermCfg(func=tracking.position_command_reached, params={**TIP, "threshold": 0.03}),
     )
 

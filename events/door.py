@@ -1,46 +1,14 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Terms about hinged doors (`batonlab.robots.door`): their exact state, the tool point's offset
-to the handle, and the per-episode randomisation of a door's pose, size and physics.
-
-A door's angles are 1-DoF joints read from `qpos` (exact, simulation only); what a robot measures
-is the asset's `door_angle` / `door_handle_angle` sensors, which deployable observations read
-through `mdp.sensor`.
-"""
+"""Event term that randomises a door's pose, size and physics per episode."""
 
 from __future__ import annotations
 
 import mujoco
 import torch
 
-from batonlab.env.mdp_locomotion import quat_mul
-from batonlab.env.mdp_objects import yaw_to_quat
-from batonlab.robots import door as door_asset
 from batonlab.env.terms import ManagerTerm
-
-# Observations.
-
-
-def joint_angle(env, joint: str) -> torch.Tensor:
-    """Exact position of a 1-DoF joint (a door's hinge, its handle) [rad or m], (num_envs,)."""
-    return env.sim.qpos[:, int(env.scene.qpos_adr((joint,))[0])]
-
-
-def sensor_offset(env, target: str, origin: str) -> torch.Tensor:
-    """Vector from one world-frame position sensor to another (tool point → handle) [m], (num_envs, 3)."""
-    return env.sim.sensor(target) - env.sim.sensor(origin)
-
-
-def door_physics(env, event: str) -> torch.Tensor:
-    """What the `RandomizeDoor` event named `event` drew for each env, (num_envs, 10) (`RandomizeDoor.physics`)."""
-    return env.event_manager.terms[event].physics
-
-
-def contacts_relaxed(env, privilege: str) -> torch.Tensor:
-    """1.0 where the `RelaxedContacts` privilege named `privilege` has its pairs relaxed (a latch off), (num_envs, 1)."""
-    return env.privilege_manager.terms[privilege].relaxed.float().unsqueeze(1)
-
-
-# Events.
+from batonlab.robots import door as door_asset
+from batonlab.utils.quaternions import quat_mul, yaw_to_quat
 
 
 class RandomizeDoor(ManagerTerm):

@@ -20,6 +20,7 @@ from typing import Literal
 
 import mujoco
 import torch
+
 from batonlab.env.terms import PrivilegeTerm
 
 DISABLED_MARGIN = -10.0
@@ -65,7 +66,7 @@ class RelaxedContacts(PrivilegeTerm):
         missing = [p for p in pairs if p not in names]
         if missing:
             raise KeyError(f"RelaxedContacts: unknown contact pairs {missing}; the scene has {names} "
-                           "(make them with batonlab.env.relaxed_contacts.add_switchable_pair)")
+                           "(make them with batonlab.privileges.relaxed_contacts.add_switchable_pair)")
         self.pair_ids = torch.tensor([names.index(p) for p in pairs], dtype=torch.long)
         self.threshold, self.mode = float(threshold), mode
         self.friction_scale, self.timeconst_scale = float(friction_scale), float(timeconst_scale)

@@ -16,7 +16,8 @@ import torch
 
 from batonlab.env.cfg import CommandTermCfg
 from batonlab.env.commands import CommandTerm
-from batonlab.env.mdp_locomotion import quat_rotate, root_pos_w, root_quat_w
+from batonlab.observations.root_state import root_pos_w, root_quat_w
+from batonlab.utils.quaternions import quat_rotate
 
 NUM_CANDIDATES = 8
 """Draws per resample; the first one clear of the keep-out box and the ground is used."""

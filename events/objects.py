@@ -1,69 +1,12 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Terms about free objects (a cube, a box, a door): their state, their randomisation, and the
-privileged observations only a simulator has (exact pose, mass, friction, contact flags).
-
-An object is a body hanging on a free joint of the same name; its position is read from `qpos`
-(the world frame, which is the arm base frame in the table-top scenes).
-"""
+"""Event term that places a free object and randomises its physics per episode."""
 
 from __future__ import annotations
 
 import torch
+
 from batonlab.env.terms import ManagerTerm
-
-
-def _free_adr(env, body: str) -> tuple[int, int]:
-    """(qpos column, qvel column) where the free joint of `body` starts; cached on the scene."""
-    key = ("free", body)
-    cache = env.scene._cache
-    if key not in cache:
-        model = env.scene.model
-        joint = int(model.body_jntadr[env.scene.body_id(body)])
-        if joint < 0 or int(model.jnt_type[joint]) != 0:
-            raise ValueError(f"body '{body}' does not hang on a free joint")
-        cache[key] = torch.tensor([int(model.jnt_qposadr[joint]), int(model.jnt_dofadr[joint])])
-    qadr, vadr = cache[key].tolist()
-    return qadr, vadr
-
-
-# Observations.
-
-
-def body_pos(env, body: str) -> torch.Tensor:
-    """Position of a free body in the world frame [m], (num_envs, 3)."""
-    qadr, _ = _free_adr(env, body)
-    return env.sim.qpos[:, qadr : qadr + 3]
-
-
-def body_quat(env, body: str) -> torch.Tensor:
-    """Orientation (w, x, y, z) of a free body in the world frame, (num_envs, 4)."""
-    qadr, _ = _free_adr(env, body)
-    return env.sim.qpos[:, qadr + 3 : qadr + 7]
-
-
-def body_lin_vel(env, body: str) -> torch.Tensor:
-    """Linear velocity of a free body in the world frame [m/s], (num_envs, 3)."""
-    _, vadr = _free_adr(env, body)
-    return env.sim.qvel[:, vadr : vadr + 3]
-
-
-def touch_flags(env, sensors: tuple[str, ...], threshold: float = 0.05) -> torch.Tensor:
-    """1.0 where a touch sensor reads more than `threshold` [N], (num_envs, len(sensors))."""
-    return torch.cat([(env.sim.sensor(s) > threshold).float() for s in sensors], dim=1)
-
-
-def object_physics(env, event: str) -> torch.Tensor:
-    """The object's randomised mass [kg], friction and size scale, (num_envs, 3), as drawn by the
-    `RandomizeObject` event named `event`."""
-    return env.event_manager.terms[event].physics
-
-
-def ee_to_body(env, body: str, sensor: str) -> torch.Tensor:
-    """Vector from a world-frame position sensor (the tool point) to a free body [m], (num_envs, 3)."""
-    return body_pos(env, body) - env.sim.sensor(sensor)
-
-
-# Events.
+from batonlab.utils.quaternions import yaw_to_quat
 
 
 class RandomizeObject(ManagerTerm):
@@ -111,7 +54,7 @@ class RandomizeObject(ManagerTerm):
         self._write_params(env_ids, scale, mass, friction)
         self.physics[env_ids] = torch.stack([mass, friction, scale], dim=1)
         self.half_height[env_ids] = scale * float(self.nominal_half[2])
-        qadr, _ = _free_adr(env, self.body)
+        qadr, _ = env.scene.free_body_adr(self.body)
         yaw = env.uniform(n, *r["yaw"])
         rows = env.reset_qpos[env_ids]
         rows[:, qadr] = env.uniform(n, *r["x"])
@@ -144,12 +87,3 @@ class RandomizeObject(ManagerTerm):
             frictions[:, self.geom_id, 0] = friction.to(frictions)
             fields["geom_friction"] = frictions
         sim.set_params(ids, **fields)
-
-
-def yaw_to_quat(yaw: torch.Tensor) -> torch.Tensor:
-    """(n,) heading [rad] → (n, 4) quaternion (w, x, y, z)."""
-    half = yaw / 2
-    zero = torch.zeros_like(yaw)
-    return torch.stack([torch.cos(half), zero, zero, torch.sin(half)], dim=1)
-
-

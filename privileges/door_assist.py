@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import mujoco
 import torch
+
 from batonlab.env.terms import PrivilegeTerm
 
 

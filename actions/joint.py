@@ -1,0 +1,95 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Joint-space action terms: policy output → position, velocity or effort targets of named joints."""
+
+from __future__ import annotations
+
+import torch
+
+from batonlab.env.actions import ActionTerm
+from batonlab.env.cfg import ActionTermCfg
+
+
+class JointAction(ActionTerm):
+    """Shared parts of joint-space actions: joint lookup, scale, offset and clipping."""
+
+    action_type = "joint"
+
+    def __init__(self, env, cfg: ActionTermCfg):
+        self.cfg = cfg
+        scene = env.scene
+        self.joint_names = list(cfg.joints)
+        self.actuator_ids = scene.actuator_for_joints(self.joint_names)
+        self.qpos_adr = scene.qpos_adr(self.joint_names)
+        self.dof_adr = scene.dof_adr(self.joint_names)
+        self.scale = _per_joint(cfg.scale, self.joint_names)
+        self.offset = torch.zeros(len(self.joint_names))
+        self.raw_actions = torch.zeros(env.num_envs, self.action_dim, device=env.device)
+        self.processed_actions = torch.zeros_like(self.raw_actions)
+        ctrlrange = torch.as_tensor(scene.model.actuator_ctrlrange[self.actuator_ids.numpy()], dtype=torch.float32)
+        limited = torch.as_tensor(scene.model.actuator_ctrllimited[self.actuator_ids.numpy()], dtype=torch.bool)
+        self.ctrl_low = torch.where(limited, ctrlrange[:, 0], -torch.inf).to(env.device)
+        self.ctrl_high = torch.where(limited, ctrlrange[:, 1], torch.inf).to(env.device)
+        self.scale = self.scale.to(env.device)
+        self.offset = self.offset.to(env.device)
+        self.actuator_ids = self.actuator_ids.to(env.device)
+
+    @property
+    def action_dim(self) -> int:
+        return len(self.joint_names)
+
+    def process(self, actions: torch.Tensor) -> None:
+        """Store the raw actions and compute the targets (num_envs, action_dim)."""
+        self.raw_actions[:] = actions
+        if self.cfg.clip is not None:
+            actions = actions.clamp(*self.cfg.clip)
+        self.processed_actions[:] = actions * self.scale + self.offset
+
+    def apply(self, ctrl: torch.Tensor) -> None:
+        """Write the targets into the backend's `ctrl`, within the actuators' ctrlrange."""
+        targets = torch.maximum(torch.minimum(self.processed_actions, self.ctrl_high), self.ctrl_low)
+        ctrl.index_copy_(1, self.actuator_ids, targets)
+
+    def reset(self, env_ids: torch.Tensor) -> None:
+        self.raw_actions[env_ids] = 0.0
+
+    def saturation_bounds(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(low, high) raw actions per dim beyond which the target no longer changes (the clip, and the
+        actuator's control range mapped back through scale and offset; ±inf where neither applies)."""
+        low = (self.ctrl_low - self.offset) / self.scale
+        high = (self.ctrl_high - self.offset) / self.scale
+        low, high = torch.minimum(low, high), torch.maximum(low, high)  # a negative scale swaps them
+        if self.cfg.clip is not None:
+            low, high = low.clamp_min(self.cfg.clip[0]), high.clamp_max(self.cfg.clip[1])
+        return low, high
+
+
+class JointPositionAction(JointAction):
+    """Position targets for PD servos: `target = default_pos + scale * action` [rad or m]."""
+
+    action_type = "joint_position"
+
+    def __init__(self, env, cfg: ActionTermCfg):
+        super().__init__(env, cfg)
+        if cfg.use_default_offset:
+            self.offset = env.scene.default_qpos[self.qpos_adr].clone().to(env.device)
+
+
+class JointVelocityAction(JointAction):
+    """Velocity targets for velocity servos (wheels): `target = scale * action` [rad/s]."""
+
+    action_type = "joint_velocity"
+
+
+class JointEffortAction(JointAction):
+    """Torques for motor actuators: `torque = scale * action` [N·m]."""
+
+    action_type = "joint_effort"
+
+
+def _per_joint(value: float | dict[str, float], joints: list[str]) -> torch.Tensor:
+    if isinstance(value, dict):
+        missing = [j for j in joints if j not in value]
+        if missing:
+            raise KeyError(f"action scale has no value for joints {missing}")
+        return torch.tensor([float(value[j]) for j in joints])
+    return torch.full((len(joints),), float(value))

@@ -1,0 +1,61 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Batched quaternion math on torch tensors: (w, x, y, z), batch first."""
+
+from __future__ import annotations
+
+import torch
+
+
+def quat_rotate(q: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Rotate vectors v (N, 3) by unit quaternions q (N, 4)."""
+    w, u = q[:, :1], q[:, 1:]
+    t = 2.0 * torch.cross(u, v, dim=-1)
+    return v + w * t + torch.cross(u, t, dim=-1)
+
+
+def quat_rotate_inverse(q: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Rotate vectors v (N, 3) by the inverse of unit quaternions q (N, 4): world → body."""
+    w, u = q[:, :1], q[:, 1:]
+    t = 2.0 * torch.cross(u, v, dim=-1)
+    return v - w * t + torch.cross(u, t, dim=-1)
+
+
+def quat_from_euler_xyz(roll: torch.Tensor, pitch: torch.Tensor, yaw: torch.Tensor) -> torch.Tensor:
+    """Quaternions (N, 4) of intrinsic z-y-x rotations (yaw, then pitch, then roll) [rad]."""
+    cr, sr = torch.cos(roll / 2), torch.sin(roll / 2)
+    cp, sp = torch.cos(pitch / 2), torch.sin(pitch / 2)
+    cy, sy = torch.cos(yaw / 2), torch.sin(yaw / 2)
+    return torch.stack(
+        (cr * cp * cy + sr * sp * sy, sr * cp * cy - cr * sp * sy, cr * sp * cy + sr * cp * sy, cr * cp * sy - sr * sp * cy),
+        dim=-1,
+    )
+
+
+def quat_mul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Hamilton product a ⊗ b of quaternions (N, 4) wxyz."""
+    # Component c is sum_k sign[k, c] * a_k * b_(index[k, c]), summed in order k = 0..3: the textbook
+    # formula (w = aw bw - ax bx - ay by - az bz, ...) term for term, in six tensor ops instead of thirty.
+    terms = a.unsqueeze(-1) * b[:, _QUAT_MUL_INDEX] * _QUAT_MUL_SIGN.to(device=a.device, dtype=a.dtype)
+    return terms[:, 0] + terms[:, 1] + terms[:, 2] + terms[:, 3]
+
+
+_QUAT_MUL_INDEX = torch.tensor([[0, 1, 2, 3], [1, 0, 3, 2], [2, 3, 0, 1], [3, 2, 1, 0]])
+"""index[k, c]: the component of b that a_k multiplies in component c of a ⊗ b."""
+
+
+_QUAT_MUL_SIGN = torch.tensor([[1.0, 1.0, 1.0, 1.0], [-1.0, 1.0, -1.0, 1.0], [-1.0, 1.0, 1.0, -1.0],
+                               [-1.0, -1.0, 1.0, 1.0]])
+"""sign[k, c] of the term a_k b_(index[k, c]) in component c."""
+
+
+def yaw_from_quat(q: torch.Tensor) -> torch.Tensor:
+    """Heading angle (N,) of quaternions (N, 4) [rad]."""
+    w, x, y, z = q.unbind(-1)
+    return torch.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
+
+
+def yaw_to_quat(yaw: torch.Tensor) -> torch.Tensor:
+    """(n,) heading [rad] → (n, 4) quaternion (w, x, y, z)."""
+    half = yaw / 2
+    zero = torch.zeros_like(yaw)
+    return torch.stack([torch.cos(half), zero, zero, torch.sin(half)], dim=1)
