@@ -31,7 +31,7 @@ from batonlab.rl.rollout import rollout
 from batonlab.rl.runner import BatonRunner
 from batonlab.rl.vecenv import RslRlVecEnv
 from batonlab.robots.wheel_legged import NOMINAL_BASE_HEIGHT
-from batonlab.tasks.wl_balance import COMMAND
+from batonlab.tasks.mobile_robot import COMMAND
 from batonlab.terrain import TerrainCfg
 
 PROGRESS_KEYS = {"return": "Train/mean_return", "len": "Train/mean_episode_length", "success": "Episode/success_rate",

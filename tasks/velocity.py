@@ -5,7 +5,7 @@ stowed (`assets/wheel_legged/wheel_legged.yaml`), on which it is `wl_velocity`.
 
     batonlab train task=velocity robot=path/to/robot.yaml
 
-The recipe is `wl_balance.make_balance_cfg` + `wl_velocity.make_velocity_recipe`: command tracking of
+The recipe is `mobile_robot.make_balance_cfg` + `mobile_robot.make_velocity_recipe`: command tracking of
 forward speed, yaw rate and base height, the locomotion rewards, terrain grid with level and command
 curricula, domain randomisation, falls as terminations. What it needs to know about the robot comes
 from the description and from the model in its default pose (`batonlab.robots.stance`):
@@ -44,8 +44,8 @@ from batonlab.robots.description import RobotDescription
 from batonlab.robots.loader import IMU_SITE, as_description, default_joint_pos
 from batonlab.robots.stance import NoContactLink, Stance, name_ground_geoms, read_stance
 from batonlab.tasks import register
-from batonlab.tasks.wl_balance import MobileRobot, add_sky_and_light, make_balance_cfg
-from batonlab.tasks.wl_velocity import HEIGHT_RANGE, make_velocity_recipe, make_wl_velocity_agent_cfg
+from batonlab.tasks.mobile_robot import MobileRobot, add_sky_and_light, make_balance_cfg, make_velocity_recipe
+from batonlab.tasks.wl_velocity import HEIGHT_RANGE, make_wl_velocity_agent_cfg
 
 DEFAULT_ROBOT = ASSETS_DIR / "wheel_legged" / "wheel_legged.yaml"
 """The robot of `task=velocity` without `robot=`: the wheel-legged biped with its arm stowed."""

@@ -46,7 +46,8 @@ from batonlab.rl.cfg import RunnerCfg
 from batonlab.robots import wheel_legged as wl
 from batonlab.robots.arm6 import ARM_JOINTS, GRIPPER_JOINT
 from batonlab.tasks import register
-from batonlab.tasks.wl_balance import COMMAND, make_wl_balance_agent_cfg, make_wl_balance_cfg, make_wl_scene_spec
+from batonlab.tasks.mobile_robot import COMMAND
+from batonlab.tasks.wl_balance import make_wl_balance_agent_cfg, make_wl_balance_cfg, make_wl_scene_spec
 
 EE_COMMAND = "ee_target"
 EE_SENSOR = "ee_pos_b"

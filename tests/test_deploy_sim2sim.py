@@ -16,7 +16,7 @@ import torch
 from batonlab.deploy import DeployRuntime, SafetyCfg, State, load_manifest
 from batonlab.env.env import BatonEnv
 from batonlab.tasks import list_tasks, make_task_cfg
-from batonlab.tasks.wl_balance import COMMAND as VELOCITY_COMMAND
+from batonlab.tasks.mobile_robot import COMMAND as VELOCITY_COMMAND
 
 SEEDS = range(1000, 1016)
 """Episode seeds: episode i of both play and sim-to-sim starts from the initial state of seed 1000 + i."""
