@@ -11,4 +11,4 @@ from batonlab.commands.ee_target import (
     clear_of_robot,
     spherical_to_cartesian,
 )
-from batonlab.commands.position import UniformPositionCommand
+from batonlab.commands.position import PositionCommand, UniformPositionCommand

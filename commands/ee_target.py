@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 
 from batonlab.env.cfg import CommandTermCfg
-from batonlab.env.commands import CommandTerm
+from batonlab.commands.position import PositionCommand
 from batonlab.observations.root_state import root_pos_w, root_quat_w
 from batonlab.utils.quaternions import quat_rotate
 
@@ -46,7 +46,7 @@ def clear_of_robot(points: torch.Tensor, keep_out_box: torch.Tensor, min_z: floa
     return ~inside & (points[..., 2] > min_z)
 
 
-class EndEffectorTargetCommand(CommandTerm):
+class EndEffectorTargetCommand(PositionCommand):
     """Target of the end-effector in the arm's base frame (x, y, z) [m], as the policy and the robot see it.
 
     Each resample draws a goal uniformly in the live `ranges` of spherical coordinates around
@@ -72,9 +72,6 @@ class EndEffectorTargetCommand(CommandTerm):
         root_joint: free joint of the base carrying the arm, to place the marker.
         mount_offset: position of the arm base frame in the base (root body) frame, to place the marker [m].
     """
-
-    dim = 3
-    fields = ("x", "y", "z")
 
     def __init__(
         self,

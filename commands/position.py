@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Command term of a target position in the base frame."""
+"""Command terms of a target point: the base of point commands and one drawn uniformly in a box of the base frame."""
 
 from __future__ import annotations
 
@@ -9,7 +9,14 @@ from batonlab.env.cfg import CommandTermCfg
 from batonlab.env.commands import CommandTerm
 
 
-class UniformPositionCommand(CommandTerm):
+class PositionCommand(CommandTerm):
+    """Base of commands that are a target point (x, y, z) [m] in a frame the subclass names."""
+
+    dim = 3
+    fields = ("x", "y", "z")
+
+
+class UniformPositionCommand(PositionCommand):
     """A target position in the robot's base frame, uniform in a box [m].
 
     Params:
@@ -17,9 +24,6 @@ class UniformPositionCommand(CommandTerm):
         marker_mocap: optional name of a mocap body moved to the target (videos only).
         base_offset_w: position of the base frame in the world, to place the marker [m].
     """
-
-    dim = 3
-    fields = ("x", "y", "z")
 
     def __init__(
         self,

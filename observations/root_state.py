@@ -10,26 +10,34 @@ from batonlab.utils.quaternions import quat_rotate, quat_rotate_inverse, yaw_fro
 
 def root_pos_w(env, joint: str = "root") -> torch.Tensor:
     """Root position in the world (N, 3) [m]."""
-    q = env.scene.free_joint_adr(joint)[0]
-    return env.sim.qpos[:, q : q + 3]
+    return _root_qpos(env, joint)[:, :3]
 
 
 def root_quat_w(env, joint: str = "root") -> torch.Tensor:
     """Root orientation (N, 4) wxyz."""
-    q = env.scene.free_joint_adr(joint)[0]
-    return env.sim.qpos[:, q + 3 : q + 7]
+    return _root_qpos(env, joint)[:, 3:7]
 
 
 def root_lin_vel_w(env, joint: str = "root") -> torch.Tensor:
     """Root linear velocity in the world frame (N, 3) [m/s]."""
-    d = env.scene.free_joint_adr(joint)[1]
-    return env.sim.qvel[:, d : d + 3]
+    return _root_qvel(env, joint)[:, :3]
 
 
 def root_ang_vel_b(env, joint: str = "root") -> torch.Tensor:
     """Root angular velocity in the body frame (N, 3) [rad/s]."""
+    return _root_qvel(env, joint)[:, 3:6]
+
+
+def _root_qpos(env, joint: str) -> torch.Tensor:
+    """The free joint's 7 qpos columns (N, 7): position [m], then quaternion wxyz."""
+    q = env.scene.free_joint_adr(joint)[0]
+    return env.sim.qpos[:, q : q + 7]
+
+
+def _root_qvel(env, joint: str) -> torch.Tensor:
+    """The free joint's 6 qvel columns (N, 6): linear (world) [m/s], then angular (body) [rad/s] velocity."""
     d = env.scene.free_joint_adr(joint)[1]
-    return env.sim.qvel[:, d + 3 : d + 6]
+    return env.sim.qvel[:, d : d + 6]
 
 
 def root_lin_vel_b(env, joint: str = "root") -> torch.Tensor:

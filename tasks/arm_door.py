@@ -28,24 +28,14 @@ student with `agent.algorithm.class_name=Distillation teacher=RUN_DIR`.
 from __future__ import annotations
 
 from batonlab import events, observations
-from batonlab.env.cfg import (
-    EventTermCfg,
-    ObsGroupCfg,
-    ObsTermCfg,
-    PrivilegeTermCfg,
-    RewardTermCfg,
-    SceneCfg,
-    SimCfg,
-    TaskCfg,
-    TermCfg,
-)
+from batonlab.env.cfg import (EventTermCfg, ObsGroupCfg, ObsTermCfg, PrivilegeTermCfg, RewardTermCfg, SceneCfg, TaskCfg, TermCfg)
 from batonlab.privileges import HingeAssist, RelaxedContacts
 from batonlab.rewards import door, regularizers
 from batonlab.rl.cfg import RunnerCfg
 from batonlab.robots import door as door_asset
-from batonlab.robots.arm6 import ARM_JOINTS, home_pose
+from batonlab.robots.arm6 import home_pose
 from batonlab.tasks import register
-from batonlab.tasks.grasping import JOINTS, arm_and_gripper_actions, as_play, privilege_schedule, teacher_agent_cfg
+from batonlab.tasks.grasping import JOINTS, arm_policy_terms, grasping_task_cfg, initial_arm_pose, teacher_agent_cfg
 from batonlab.tasks.table_scene import add_look_at_camera, make_table_arm_spec
 
 OPEN_ANGLE = 1.047
@@ -76,9 +66,7 @@ def door_observations(joints: tuple[str, ...], play: bool = False) -> dict[str, 
     return {
         "policy": ObsGroupCfg(
             terms={
-                "joint_pos": ObsTermCfg(func=observations.joint_pos_rel, params={"joints": joints}, noise_std=0.01),
-                "joint_vel": ObsTermCfg(func=observations.joint_vel, params={"joints": joints}, noise_std=0.05, scale=0.1),
-                "ee_pos": ObsTermCfg(func=observations.sensor, params={"name": "ee_pos_b"}, noise_std=0.005),
+                **arm_policy_terms(joints),
                 "handle_pos": ObsTermCfg(func=observations.sensor, params={"name": door_asset.HANDLE_POS_B_SENSOR},
                                          noise_std=0.005, delay_range_steps=(0, 2)),
                 "door_angle": ObsTermCfg(func=observations.sensor, params={"name": door_asset.ANGLE_SENSOR},
@@ -106,12 +94,10 @@ def door_observations(joints: tuple[str, ...], play: bool = False) -> dict[str, 
 
 def make_arm_door_cfg(play: bool = False) -> TaskCfg:
     opened = {"joint": door_asset.HINGE_JOINT, "angle": OPEN_ANGLE}
-    cfg = TaskCfg(
+    return grasping_task_cfg(
+        play,
         scene=SceneCfg(build=make_door_spec, default_joint_pos=home_pose(), camera="door_view"),
-        sim=SimCfg(physics_dt=0.005, decimation=4),
-        num_envs=1024,
         episode_length_s=6.0,
-        actions=arm_and_gripper_actions(),
         observations=door_observations(JOINTS, play),
         rewards={
             "reach": RewardTermCfg(func=door.reach_handle_tanh,
@@ -128,8 +114,7 @@ def make_arm_door_cfg(play: bool = False) -> TaskCfg:
                         "width_scale": (0.85, 1.0), "mass_range": (0.8, 2.5), "stiffness_scale": (0.5, 1.5),
                         "damping_scale": (0.5, 2.0), "friction_scale": (0.5, 2.0), "handle_friction_range": (0.5, 1.2),
                         "handle_stiffness_scale": (0.7, 1.3)}),
-            "initial_pose": EventTermCfg(func=events.reset_joints_uniform, mode="reset",
-                                         params={"joints": ARM_JOINTS, "position_range": (-0.1, 0.1)}),
+            "initial_pose": initial_arm_pose((-0.1, 0.1)),
         },
         privileges={
             "hinge_assist": PrivilegeTermCfg(
@@ -141,11 +126,8 @@ def make_arm_door_cfg(play: bool = False) -> TaskCfg:
                 func=RelaxedContacts,
                 params={"pairs": (door_asset.LATCH_PAIR,), "threshold": LATCH_THRESHOLD, "mode": "disable"}),
         },
-        privilege_level=1.0,
-        curriculum=privilege_schedule(),
         success=TermCfg(func=door.door_opened, params=opened),
     )
-    return as_play(cfg) if play else cfg
 
 
 def make_arm_door_agent_cfg() -> RunnerCfg:

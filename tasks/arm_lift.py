@@ -20,24 +20,13 @@ student with `agent.algorithm.class_name=Distillation teacher=RUN_DIR`.
 from __future__ import annotations
 
 from batonlab import events, observations
-from batonlab.env.cfg import (
-    EventTermCfg,
-    ObsGroupCfg,
-    ObsTermCfg,
-    PrivilegeTermCfg,
-    RewardTermCfg,
-    SceneCfg,
-    SimCfg,
-    TaskCfg,
-    TermCfg,
-    TerminationTermCfg,
-)
+from batonlab.env.cfg import (EventTermCfg, ObsGroupCfg, ObsTermCfg, PrivilegeTermCfg, RewardTermCfg, SceneCfg, TaskCfg, TermCfg, TerminationTermCfg)
 from batonlab.privileges import AttractionForce, RelaxedContacts
 from batonlab.rewards import manipulation, regularizers
 from batonlab.rl.cfg import RunnerCfg
-from batonlab.robots.arm6 import ARM_JOINTS, home_pose
+from batonlab.robots.arm6 import home_pose
 from batonlab.tasks import register
-from batonlab.tasks.grasping import JOINTS, arm_and_gripper_actions, as_play, privilege_schedule, teacher_agent_cfg
+from batonlab.tasks.grasping import JOINTS, arm_policy_terms, grasping_task_cfg, initial_arm_pose, teacher_agent_cfg
 from batonlab.tasks.table_scene import add_box_object, add_gripper_table_pairs, make_table_arm_spec
 
 LIFT_HEIGHT = 0.10
@@ -67,9 +56,7 @@ def object_observations(joints: tuple[str, ...], play: bool = False) -> dict[str
     return {
         "policy": ObsGroupCfg(
             terms={
-                "joint_pos": ObsTermCfg(func=observations.joint_pos_rel, params={"joints": joints}, noise_std=0.01),
-                "joint_vel": ObsTermCfg(func=observations.joint_vel, params={"joints": joints}, noise_std=0.05, scale=0.1),
-                "ee_pos": ObsTermCfg(func=observations.sensor, params={"name": "ee_pos_b"}, noise_std=0.005),
+                **arm_policy_terms(joints),
                 "object_pose": ObsTermCfg(
                     func=observations.sensor_pose,
                     params={"name": "object_pose", "position": "object_pos", "orientation": "object_quat"},
@@ -94,12 +81,10 @@ def object_observations(joints: tuple[str, ...], play: bool = False) -> dict[str
 
 def make_arm_lift_cfg(play: bool = False) -> TaskCfg:
     lift = {"body": "object", "event": "object", "height": LIFT_HEIGHT, "sensor": "ee_pos_w", "radius": IN_HAND_RADIUS}
-    cfg = TaskCfg(
+    return grasping_task_cfg(
+        play,
         scene=SceneCfg(build=make_lift_spec, default_joint_pos=home_pose(), camera="overview"),
-        sim=SimCfg(physics_dt=0.005, decimation=4),
-        num_envs=1024,
         episode_length_s=4.0,
-        actions=arm_and_gripper_actions(),
         observations=object_observations(JOINTS, play),
         rewards={
             "reach": RewardTermCfg(func=manipulation.reach_object_tanh,
@@ -116,8 +101,7 @@ def make_arm_lift_cfg(play: bool = False) -> TaskCfg:
                 func=events.RandomizeObject, mode="reset",
                 params={"body": "object", "x_range": (0.35, 0.55), "y_range": (-0.15, 0.15), "yaw_range": (-0.6, 0.6),
                         "size_scale": (0.8, 1.0), "mass_range": (0.05, 0.3), "friction_range": (0.6, 1.2)}),
-            "initial_pose": EventTermCfg(func=events.reset_joints_uniform, mode="reset",
-                                         params={"joints": ARM_JOINTS, "position_range": (-0.15, 0.15)}),
+            "initial_pose": initial_arm_pose((-0.15, 0.15)),
         },
         privileges={
             "attraction": PrivilegeTermCfg(
@@ -129,11 +113,8 @@ def make_arm_lift_cfg(play: bool = False) -> TaskCfg:
                 params={"pairs": ("finger_left_pad_table", "finger_right_pad_table", "palm_collision_table"),
                         "threshold": 0.5, "mode": "disable"}),
         },
-        privilege_level=1.0,
-        curriculum=privilege_schedule(),
         success=TermCfg(func=manipulation.object_lifted, params=lift),
     )
-    return as_play(cfg) if play else cfg
 
 
 def make_arm_lift_agent_cfg() -> RunnerCfg:

@@ -25,13 +25,8 @@ from batonlab.robots.arm6 import home_pose
 from batonlab.tasks import register
 from batonlab.tasks.arm_lift import make_arm_lift_cfg
 from batonlab.tasks.grasping import teacher_agent_cfg
-from batonlab.tasks.table_scene import (
-    FINGER_PADS,
-    add_box_object,
-    add_gripper_table_pairs,
-    make_table_arm_spec,
-    pad_contact_sensor,
-)
+from batonlab.tasks.table_scene import (FINGER_PADS, add_box_object, add_gripper_table_pairs, make_table_arm_spec,
+                                        pad_contact_sensor)
 
 BOX_HALF = (0.12, 0.08, 0.02)
 """Nominal half sizes of the flat box [m]."""

@@ -13,22 +13,13 @@ import mujoco
 from batonlab import events, observations
 from batonlab.actions import JointPositionAction
 from batonlab.commands import UniformPositionCommand
-from batonlab.env.cfg import (
-    ActionTermCfg,
-    CommandTermCfg,
-    EventTermCfg,
-    ObsGroupCfg,
-    ObsTermCfg,
-    RewardTermCfg,
-    SceneCfg,
-    SimCfg,
-    TaskCfg,
-    TermCfg,
-)
+from batonlab.env.cfg import (ActionTermCfg, CommandTermCfg, EventTermCfg, ObsGroupCfg, ObsTermCfg, RewardTermCfg,
+                              SceneCfg, SimCfg, TaskCfg, TermCfg)
 from batonlab.rewards import learned, progress, regularizers, sparse, tracking
-from batonlab.rl.cfg import AlgorithmCfg, PolicyCfg, RunnerCfg
+from batonlab.rl.cfg import RunnerCfg
 from batonlab.robots.arm6 import ARM_JOINTS, home_pose
 from batonlab.tasks import register
+from batonlab.tasks.agents import ppo_agent_cfg, variant_agent_cfg
 from batonlab.tasks.table_scene import make_table_arm_spec
 
 TARGET_BOX_B = {"x_range": (0.25, 0.55), "y_range": (-0.3, 0.3), "z_range": (0.10, 0.45)}
@@ -149,16 +140,9 @@ def make_arm_reach_cfg(play: bool = False) -> TaskCfg:
 
 
 def make_arm_reach_agent_cfg() -> RunnerCfg:
-    return RunnerCfg(
-        experiment_name="arm_reach",
-        num_steps_per_env=24,
-        # 30 iterations (0.74M env steps) reach every target of play's 200 episodes; on 2 CPU cores the
-        # README's first command (train, play, export) then takes about 1.5 minutes.
-        max_iterations=30,
-        save_interval=10,
-        policy=PolicyCfg(actor_hidden_dims=(128, 128, 64), critic_hidden_dims=(128, 128, 64), init_noise_std=1.0),
-        algorithm=AlgorithmCfg(learning_rate=1e-3, entropy_coef=0.005, num_mini_batches=4),
-    )
+    # 30 iterations (0.74M env steps) reach every target of play's 200 episodes; on 2 CPU cores the
+    # README's first command (train, play, export) then takes about 1.5 minutes.
+    return ppo_agent_cfg("arm_reach", max_iterations=30, save_interval=10)
 
 
 def make_arm_reach_sparse_cfg(play: bool = False) -> TaskCfg:
@@ -190,9 +174,7 @@ def make_arm_reach_sparse_cfg(play: bool = False) -> TaskCfg:
 
 
 def make_arm_reach_sparse_agent_cfg() -> RunnerCfg:
-    agent = make_arm_reach_agent_cfg()
-    agent.experiment_name = "arm_reach_sparse"
-    return agent
+    return variant_agent_cfg(make_arm_reach_agent_cfg, "arm_reach_sparse")
 
 
 register("arm_reach_sparse", make_arm_reach_sparse_cfg, make_arm_reach_sparse_agent_cfg,

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from batonlab.actions import JointPositionAction
 from batonlab.curricula.privilege import PrivilegeSchedule
-from batonlab.env.cfg import ActionTermCfg, CurriculumTermCfg, TaskCfg
-from batonlab.rl.cfg import AlgorithmCfg, PolicyCfg, RunnerCfg
+from batonlab import events, observations
+from batonlab.env.cfg import ActionTermCfg, CurriculumTermCfg, EventTermCfg, ObsTermCfg, SimCfg, TaskCfg
+from batonlab.rl.cfg import RunnerCfg
 from batonlab.robots.arm6 import ARM_JOINTS, GRIPPER_JOINT
+from batonlab.tasks.agents import ppo_agent_cfg
 
 JOINTS = (*ARM_JOINTS, GRIPPER_JOINT)
 """The joints the grasping policies observe and drive."""
@@ -21,6 +23,29 @@ def arm_and_gripper_actions() -> dict[str, ActionTermCfg]:
         "arm": ActionTermCfg(cls=JointPositionAction, joints=ARM_JOINTS, scale=0.5),
         "gripper": ActionTermCfg(cls=JointPositionAction, joints=(GRIPPER_JOINT,), scale=0.02),
     }
+
+
+def arm_policy_terms(joints: tuple[str, ...]) -> dict[str, ObsTermCfg]:
+    """The deployable terms every grasping policy starts with: joint positions and velocities, the tool point."""
+    return {
+        "joint_pos": ObsTermCfg(func=observations.joint_pos_rel, params={"joints": joints}, noise_std=0.01),
+        "joint_vel": ObsTermCfg(func=observations.joint_vel, params={"joints": joints}, noise_std=0.05, scale=0.1),
+        "ee_pos": ObsTermCfg(func=observations.sensor, params={"name": "ee_pos_b"}, noise_std=0.005),
+    }
+
+
+def grasping_task_cfg(play: bool, **fields) -> TaskCfg:
+    """A privileged arm6 task: 1024 envs at 50 Hz, arm and gripper actions, λ from 1 down by `privilege_schedule`;
+    `fields` are the task's own (`TaskCfg` keywords); `play`: `as_play`."""
+    cfg = TaskCfg(sim=SimCfg(physics_dt=0.005, decimation=4), num_envs=1024, actions=arm_and_gripper_actions(),
+                  privilege_level=1.0, curriculum=privilege_schedule(), **fields)
+    return as_play(cfg) if play else cfg
+
+
+def initial_arm_pose(position_range: tuple[float, float]) -> EventTermCfg:
+    """Reset event: the arm starts at its home pose offset by U(position_range) per joint [rad]."""
+    return EventTermCfg(func=events.reset_joints_uniform, mode="reset",
+                        params={"joints": ARM_JOINTS, "position_range": position_range})
 
 
 def privilege_schedule() -> dict[str, CurriculumTermCfg]:
@@ -38,12 +63,6 @@ def as_play(cfg: TaskCfg) -> TaskCfg:
 
 def teacher_agent_cfg(experiment_name: str, max_iterations: int, gamma: float) -> RunnerCfg:
     """PPO whose actor and critic read the deployable and the privileged groups (the teacher)."""
-    return RunnerCfg(
-        experiment_name=experiment_name,
-        num_steps_per_env=24,
-        max_iterations=max_iterations,
-        save_interval=50,
-        obs_groups={"actor": ["policy", "privileged"], "critic": ["policy", "privileged"]},
-        policy=PolicyCfg(actor_hidden_dims=(256, 128, 64), critic_hidden_dims=(256, 128, 64), init_noise_std=1.0),
-        algorithm=AlgorithmCfg(learning_rate=1e-3, entropy_coef=0.005, num_mini_batches=4, gamma=gamma),
-    )
+    groups = ["policy", "privileged"]
+    return ppo_agent_cfg(experiment_name, max_iterations, hidden_dims=(256, 128, 64),
+                         obs_groups={"actor": list(groups), "critic": list(groups)}, gamma=gamma)

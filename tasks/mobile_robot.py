@@ -17,24 +17,10 @@ from batonlab import commands, events, observations, terminations
 from batonlab.actions import JointPositionAction, JointVelocityAction
 from batonlab.curricula.command_range import CommandRangeCurriculum
 from batonlab.curricula.levels import TerrainLevels
-from batonlab.env.cfg import (
-    ActionTermCfg,
-    CommandTermCfg,
-    CurriculumTermCfg,
-    DeployCfg,
-    EventTermCfg,
-    ObsGroupCfg,
-    ObsTermCfg,
-    RewardTermCfg,
-    SceneCfg,
-    SimCfg,
-    TaskCfg,
-    TermCfg,
-    TerminationTermCfg,
-)
+from batonlab.env.cfg import (ActionTermCfg, CommandTermCfg, CurriculumTermCfg, DeployCfg, EventTermCfg, ObsGroupCfg,
+                              ObsTermCfg, RewardTermCfg, SceneCfg, SimCfg, TaskCfg, TermCfg, TerminationTermCfg)
 from batonlab.rewards import locomotion, regularizers
 from batonlab.terrain import TerrainCfg
-
 
 ROOT_JOINT = "root"
 """The free joint of every `MobileRobot`'s base (the default `joint` of the root-state terms)."""

@@ -42,6 +42,7 @@ from batonlab.robots.assets import asset_path
 from batonlab.robots.description import RobotDescription, RobotDescriptionError
 from batonlab.robots.loader import as_description, default_joint_pos
 from batonlab.tasks import register
+from batonlab.tasks.agents import variant_agent_cfg
 from batonlab.tasks.arm_reach import make_arm_reach_agent_cfg, make_arm_reach_cfg
 from batonlab.tasks.table_scene import make_table_robot_spec
 
@@ -84,9 +85,7 @@ def make_reach_cfg(play: bool = False, robot: str | Path | None = None) -> TaskC
 
 
 def make_reach_agent_cfg() -> RunnerCfg:
-    agent = make_arm_reach_agent_cfg()
-    agent.experiment_name = "reach"
-    return agent
+    return variant_agent_cfg(make_arm_reach_agent_cfg, "reach")
 
 
 def reach_joints(description: RobotDescription) -> tuple[str, ...]:

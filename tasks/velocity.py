@@ -44,6 +44,7 @@ from batonlab.robots.description import RobotDescription
 from batonlab.robots.loader import IMU_SITE, as_description, default_joint_pos
 from batonlab.robots.stance import NoContactLink, Stance, name_ground_geoms, read_stance
 from batonlab.tasks import register
+from batonlab.tasks.agents import variant_agent_cfg
 from batonlab.tasks.mobile_robot import MobileRobot, add_sky_and_light, make_balance_cfg, make_velocity_recipe
 from batonlab.tasks.wl_velocity import HEIGHT_RANGE, make_wl_velocity_agent_cfg
 
@@ -83,9 +84,7 @@ def make_velocity_cfg(play: bool = False, robot: str | Path | None = None) -> Ta
 
 
 def make_velocity_agent_cfg() -> RunnerCfg:
-    cfg = make_wl_velocity_agent_cfg()
-    cfg.experiment_name = "velocity"
-    return cfg
+    return variant_agent_cfg(make_wl_velocity_agent_cfg, "velocity")
 
 
 def description_robot(source: str | Path | dict | RobotDescription) -> MobileRobot:

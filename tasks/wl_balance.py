@@ -18,20 +18,15 @@ reachable from the command line, e.g.
 
 from __future__ import annotations
 
-
 import mujoco
 
 from batonlab import events
-from batonlab.env.cfg import (
-    DeployCfg,
-    EventTermCfg,
-    TaskCfg,
-)
-from batonlab.rl.cfg import AlgorithmCfg, PolicyCfg, RunnerCfg
+from batonlab.env.cfg import DeployCfg, EventTermCfg, TaskCfg
+from batonlab.rl.cfg import RunnerCfg
 from batonlab.robots import wheel_legged as wl
 from batonlab.tasks import register
+from batonlab.tasks.agents import ppo_agent_cfg, variant_agent_cfg
 from batonlab.tasks.mobile_robot import MobileRobot, add_sky_and_light, make_balance_cfg
-
 
 HEIGHT_PARAMS = {
     "base_sensor": "base_pos_w",
@@ -91,15 +86,7 @@ def make_wl_balance_cfg(play: bool = False, with_arm: bool = True) -> TaskCfg:
 
 
 def make_wl_balance_agent_cfg() -> RunnerCfg:
-    return RunnerCfg(
-        experiment_name="wl_balance",
-        num_steps_per_env=24,
-        max_iterations=150,
-        save_interval=50,
-        obs_groups={"actor": ["policy"], "critic": ["critic"]},
-        policy=PolicyCfg(actor_hidden_dims=(128, 128, 64), critic_hidden_dims=(128, 128, 64), init_noise_std=1.0),
-        algorithm=AlgorithmCfg(learning_rate=1e-3, entropy_coef=0.005, num_mini_batches=4),
-    )
+    return ppo_agent_cfg("wl_balance", max_iterations=150, obs_groups={"actor": ["policy"], "critic": ["critic"]})
 
 
 def make_wl_balance_noarm_cfg(play: bool = False) -> TaskCfg:
@@ -107,9 +94,7 @@ def make_wl_balance_noarm_cfg(play: bool = False) -> TaskCfg:
 
 
 def make_wl_balance_noarm_agent_cfg() -> RunnerCfg:
-    cfg = make_wl_balance_agent_cfg()
-    cfg.experiment_name = "wl_balance_noarm"
-    return cfg
+    return variant_agent_cfg(make_wl_balance_agent_cfg, "wl_balance_noarm")
 
 
 register("wl_balance", make_wl_balance_cfg, make_wl_balance_agent_cfg,

@@ -30,17 +30,8 @@ from batonlab.commands import EndEffectorTargetCommand
 from batonlab.curricula.arm_workspace import ArmWorkspaceCurriculum
 from batonlab.curricula.cost_limits import CostLimitSchedule
 from batonlab.curricula.reward_balance import RewardBalanceCurriculum
-from batonlab.env.cfg import (
-    ActionTermCfg,
-    CommandTermCfg,
-    CostTermCfg,
-    CurriculumTermCfg,
-    EventTermCfg,
-    ObsTermCfg,
-    RewardTermCfg,
-    TaskCfg,
-    TermCfg,
-)
+from batonlab.env.cfg import (ActionTermCfg, CommandTermCfg, CostTermCfg, CurriculumTermCfg, EventTermCfg, ObsTermCfg,
+                              RewardTermCfg, TaskCfg, TermCfg)
 from batonlab.rewards import constraints, regularizers, tracking
 from batonlab.rl.cfg import RunnerCfg
 from batonlab.robots import wheel_legged as wl

@@ -17,11 +17,11 @@ Tune from the command line, e.g.
 
 from __future__ import annotations
 
-
 from batonlab.curricula.bandit import TerrainBanditCurriculum
 from batonlab.env.cfg import CurriculumTermCfg, TaskCfg
 from batonlab.rl.cfg import RunnerCfg
 from batonlab.tasks import register
+from batonlab.tasks.agents import variant_agent_cfg
 from batonlab.tasks.mobile_robot import make_velocity_recipe
 from batonlab.tasks.wl_balance import make_wl_balance_agent_cfg, make_wl_balance_cfg
 
@@ -48,9 +48,7 @@ def make_wl_velocity_noarm_cfg(play: bool = False) -> TaskCfg:
 
 
 def make_wl_velocity_noarm_agent_cfg() -> RunnerCfg:
-    cfg = make_wl_velocity_agent_cfg()
-    cfg.experiment_name = "wl_velocity_noarm"
-    return cfg
+    return variant_agent_cfg(make_wl_velocity_agent_cfg, "wl_velocity_noarm")
 
 
 def make_wl_velocity_bandit_cfg(play: bool = False) -> TaskCfg:
@@ -64,9 +62,7 @@ def make_wl_velocity_bandit_cfg(play: bool = False) -> TaskCfg:
 
 
 def make_wl_velocity_bandit_agent_cfg() -> RunnerCfg:
-    cfg = make_wl_velocity_agent_cfg()
-    cfg.experiment_name = "wl_velocity_bandit"
-    return cfg
+    return variant_agent_cfg(make_wl_velocity_agent_cfg, "wl_velocity_bandit")
 
 
 register("wl_velocity", make_wl_velocity_cfg, make_wl_velocity_agent_cfg,
