@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import ast
 import sys
+import tomllib
 from collections import defaultdict
 from pathlib import Path
 
@@ -20,10 +21,11 @@ ROOT = Path(__file__).resolve().parents[1]
 ARCHITECTURE = ROOT / "docs" / "ARCHITECTURE.md"
 BEGIN, END = "<!-- import-map:begin (scripts/import_map.py writes this) -->", "<!-- import-map:end -->"
 
-SOURCES = {"batonlab": ROOT / "batonlab", "batonlab.tasks": ROOT / "tasks", "batonlab.rewards": ROOT / "rewards",
-           "batonlab.curricula": ROOT / "curricula", "deploy_ros": ROOT / "deploy_ros" / "deploy_ros",
-           "sim2sim_ros": ROOT / "sim2sim_ros" / "sim2sim_ros"}
-"""Import name of each source folder (tasks/, rewards/ and curricula/ install as sub-packages of batonlab)."""
+SOURCES = {**{package: ROOT / folder for package, folder in
+              tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"].items()},
+           "deploy_ros": ROOT / "deploy_ros" / "deploy_ros", "sim2sim_ros": ROOT / "sim2sim_ros" / "sim2sim_ros"}
+"""Import name of each source folder: pyproject's package-dir (tasks/, rewards/, the term folders install as
+sub-packages of batonlab) and the two ROS packages."""
 
 
 def modules() -> dict[str, Path]:

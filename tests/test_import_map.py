@@ -14,8 +14,13 @@ import import_map  # noqa: E402
 
 ENGINE = {"batonlab.sim", "batonlab.env", "batonlab.robots", "batonlab.terrain", "batonlab.rl", "batonlab.export",
           "batonlab.deploy", "batonlab.logs", "batonlab.learned", "batonlab.utils", "batonlab.rewards",
-          "batonlab.curricula"}
+          "batonlab.curricula", "batonlab.observations", "batonlab.actions", "batonlab.commands", "batonlab.events",
+          "batonlab.terminations", "batonlab.privileges"}
 """Packages that never import a task (only the CLI and the tasks themselves do)."""
+
+TERM_LIBRARIES = {"batonlab.observations", "batonlab.actions", "batonlab.commands", "batonlab.events",
+                  "batonlab.terminations", "batonlab.privileges", "batonlab.rewards", "batonlab.curricula"}
+"""Folders of terms by kind: they build on the managers' base classes, never the other way."""
 
 ROBOT_SIDE_MAY_IMPORT = {"batonlab", "batonlab.deploy", "batonlab.utils"}
 """What the robot's own packages (batonlab.deploy, deploy_ros) may import from the project."""
@@ -47,6 +52,12 @@ def test_imports_between_packages_go_one_way():
 def test_the_engine_never_imports_a_task():
     graph = _graph()
     assert {name for name in ENGINE if "batonlab.tasks" in graph.get(name, set())} == set()
+
+
+def test_the_managers_and_the_physics_never_import_a_term_library():
+    graph = _graph()
+    for name in ("batonlab.env", "batonlab.sim", "batonlab.rl"):
+        assert graph.get(name, set()) & TERM_LIBRARIES == set(), name
 
 
 def test_the_robot_side_imports_only_the_robot_side():
