@@ -7,10 +7,15 @@
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FOLDERS = ("batonlab", "tasks", "rewards", "curricula", "deploy_ros/deploy_ros", "sim2sim_ros/sim2sim_ros")
+sys.path.insert(0, str(ROOT / "scripts"))
+from import_map import SOURCES  # noqa: E402
+
+FOLDERS = tuple(sorted({str(folder.relative_to(ROOT)) for folder in SOURCES.values()}))
+"""The project's source folders, as the house map reads them (pyproject's package-dir and the ROS packages)."""
 LONG_MODULE_DOCSTRING = 16
 """Module docstrings longer than this many lines are listed (their notes belong in docs/modules/)."""
 

@@ -92,6 +92,7 @@ class ActionManager:
         self.delay_steps[env_ids] = steps
 
     def process(self, actions: torch.Tensor) -> None:
+        """Take the policy output (num_envs, action_dim) once per control step, each term its slice (after the delay)."""
         if actions.shape[-1] != self.action_dim:
             raise ValueError(f"expected actions of size {self.action_dim}, got shape {tuple(actions.shape)}")
         self.prev_action[:] = self.action
@@ -106,6 +107,7 @@ class ActionManager:
             start += term.action_dim
 
     def apply(self, ctrl: torch.Tensor) -> None:
+        """Let every term write its controls into `ctrl` (num_envs, nu) before a physics step."""
         for term in self.terms.values():
             term.apply(ctrl)
 
@@ -115,6 +117,7 @@ class ActionManager:
         return torch.cat([b[0] for b in bounds]), torch.cat([b[1] for b in bounds])
 
     def reset(self, env_ids: torch.Tensor) -> dict[str, float]:
+        """Zero the actions, their history and the terms' state of the envs that reset."""
         self.action[env_ids] = 0.0
         self.prev_action[env_ids] = 0.0
         if self._history is not None:

@@ -40,6 +40,7 @@ class CommandTerm(abc.ABC):
             self._resample(expired)
 
     def reset(self, env_ids: torch.Tensor) -> dict[str, float]:
+        """Draw fresh commands and timers for the envs that start a new episode."""
         self._resample(env_ids)
         return {}
 
@@ -106,16 +107,19 @@ class CommandManager:
         self.terms = {name: cfg.cls(env, cfg, **cfg.params) for name, cfg in cfgs.items()}
 
     def command(self, name: str) -> torch.Tensor:
+        """The current value (num_envs, dim) of the command named `name`."""
         try:
             return self.terms[name].command
         except KeyError:
             raise KeyError(f"unknown command '{name}'; the task has {list(self.terms)}") from None
 
     def update(self, dt: float) -> None:
+        """Advance every command's timers by `dt` [s] and resample those that ran out."""
         for term in self.terms.values():
             term.update(dt)
 
     def reset(self, env_ids: torch.Tensor) -> dict[str, float]:
+        """Resample the commands of the envs that reset."""
         for term in self.terms.values():
             term.reset(env_ids)
         return {}

@@ -21,6 +21,7 @@ class CurriculumManager:
                                  base=CurriculumTerm) for name, c in cfgs.items()}
 
     def update(self, env_ids: torch.Tensor) -> dict[str, float]:
+        """Call every term with the envs that just reset; their values, for the log."""
         log = {}
         for name, term in self.terms.items():
             value = term(self.env, env_ids)
@@ -40,6 +41,7 @@ class CurriculumManager:
             term.observe_advantages(self.env, abs_advantage)
 
     def state_dict(self) -> dict:
+        """The terms' states for a checkpoint, by term name (stateless terms are left out)."""
         return {name: state for name, t in self.terms.items() if (state := t.state_dict())}
 
     def load_state_dict(self, state: dict, strict: bool = True) -> None:

@@ -31,6 +31,7 @@ class EventManager:
         self.rearm_intervals(env.all_env_ids)
 
     def apply(self, mode: str, env_ids: torch.Tensor) -> None:
+        """Fire the events of `mode` (startup or reset) for `env_ids`."""
         for name, term in self.terms.items():
             if self.cfgs[name].mode == mode and len(env_ids):
                 term(self.env, env_ids)
@@ -59,6 +60,7 @@ class EventManager:
         self.time_left[name][env_ids] = self.env.uniform(len(env_ids), low, high)
 
     def reset(self, env_ids: torch.Tensor) -> dict[str, float]:
+        """Reset the event terms' state of the envs that reset (interval timers keep running)."""
         for term in self.terms.values():
             term.reset(env_ids)
         return {}

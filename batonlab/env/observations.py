@@ -55,6 +55,7 @@ class ObservationManager:
         self._draw_delays(env.all_env_ids)
 
     def group_dim(self, group: str) -> int:
+        """Width of one group's observation vector."""
         return sum(t.width for t in self.layout[group])
 
     def compute(self) -> TensorDict:
@@ -107,6 +108,7 @@ class ObservationManager:
         return value if cfg.scale == 1.0 else value * cfg.scale
 
     def reset(self, env_ids: torch.Tensor) -> dict[str, float]:
+        """Envs that reset refill their history from the next frame and draw new delays."""
         self._fresh[env_ids] = True
         self._draw_delays(env_ids)
         for group_terms in self.terms.values():

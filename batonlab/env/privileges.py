@@ -68,7 +68,9 @@ class PrivilegeManager:
             term.reset(env_ids)
 
     def state_dict(self) -> dict:
+        """λ, for a checkpoint."""
         return {"level": self.level}
 
     def load_state_dict(self, state: dict) -> None:
+        """Restore λ (contact switches follow at each env's next reset)."""
         self.set_level(state["level"])

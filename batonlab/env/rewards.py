@@ -34,6 +34,7 @@ class RewardManager:
         self.reward = torch.zeros(env.num_envs, device=env.device)
 
     def compute(self, dt: float) -> torch.Tensor:
+        """This step's reward (num_envs,), with the per-term episode sums updated."""
         self.reward.zero_()
         clip = self.only_positive
         after_clip = torch.zeros_like(self.reward) if clip else self.reward
@@ -71,12 +72,14 @@ class CostManager:
         self.episode_sums = torch.zeros_like(self.cost)
 
     def compute(self) -> torch.Tensor:
+        """This step's costs (num_envs, num_costs), with the episode sums updated."""
         for k, term in enumerate(self.terms.values()):
             self.cost[:, k] = term(self.env)
         self.episode_sums += self.cost
         return self.cost
 
     def reset(self, env_ids: torch.Tensor) -> dict[str, float]:
+        """Mean episode cost of each term over the reset envs, for the log; then zero their sums."""
         log = {}
         for k, name in enumerate(self.names):
             log[f"Episode_Cost/{name}"] = self.episode_sums[env_ids, k].mean()

@@ -124,12 +124,15 @@ class Scene:
         return self._cache[key]
 
     def body_id(self, name: str) -> int:
+        """Body id of a name, with an error that lists the model's bodies."""
         return self._lookup(mujoco.mjtObj.mjOBJ_BODY, name, "body")
 
     def site_id(self, name: str) -> int:
+        """Site id of a name, with an error that lists the model's sites."""
         return self._lookup(mujoco.mjtObj.mjOBJ_SITE, name, "site")
 
     def geom_id(self, name: str) -> int:
+        """Geom id of a name, with an error that lists the model's geoms."""
         return self._lookup(mujoco.mjtObj.mjOBJ_GEOM, name, "geom")
 
     def _lookup(self, obj: mujoco.mjtObj, name: str, kind: str) -> int:

@@ -42,6 +42,7 @@ class TerminationManager:
         return self.terminated, self.truncated
 
     def reset(self, env_ids: torch.Tensor) -> dict[str, float]:
+        """The fraction of the reset envs each termination ended, for the log."""
         for term in self.terms.values():
             term.reset(env_ids)
         return {f"Episode_Termination/{name}": v[env_ids].float().mean() for name, v in self._counts.items()}
