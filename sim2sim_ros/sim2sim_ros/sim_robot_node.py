@@ -26,7 +26,7 @@ from trajectory_msgs.msg import JointTrajectory
 
 from batonlab.deploy.wiring import WiringError, twist_lacking_fields
 from deploy_ros.messages import command_to_twist, pose_to_msg, vector_to_msg
-from batonlab.sim2sim.results import summarize, write_results
+from batonlab.sim2sim.results import EpisodeLog, write_results
 from batonlab.sim2sim.robot import ConfigError, SimRobot
 from deploy_ros.stop_signal import run_node
 
@@ -70,10 +70,10 @@ class SimRobotNode(Node):
         self.imu_noise = np.random.default_rng(p["seed"]) if p["imu_noise"] else None
         """Generator of the IMU noise, seeded from `seed` (None: noise-free)."""
         self.done = Future()
-        self.results: list[dict] = []
+        self.log = EpisodeLog(p["task"], p["seed"], bool(p["lockstep"]))
+        """Episode bookkeeping: command timing, stops, outcomes, the run's summary."""
         self.first_command_time: float | None = None
         """Simulated time of the first received command [s]."""
-        self.commands_received = 0
         self.states: list[tuple] | None = [] if p["state_file"] else None
         """(time [s], episode, qpos, qvel, sensordata) after every physics step, for `state_file`."""
 
@@ -95,8 +95,6 @@ class SimRobotNode(Node):
         self.create_subscription(JointTrajectory, p["trajectory_topic"], self._on_trajectory, 1)
         self.policy_stopped: str | None = None
         """Why the followed policy node is stopped now (None: it is not, or none is followed)."""
-        self.episode_policy_stop: str | None = None
-        """The first reason the policy stopped for in the current episode."""
         self.policy_state: str | None = None
         """The followed policy node's state (passive, ramp, run, stop); None until heard or when none is followed."""
         self.lockstep = bool(p["lockstep"])
@@ -106,9 +104,6 @@ class SimRobotNode(Node):
         """(physics step, steady time [s]) at which the current period's state went out, until its command is in."""
         self._period_kinds: set[str] = set()
         """Command interfaces heard from since the current period's state went out."""
-        self._delays: list[int] = []
-        """Physics steps from each period's start to its command, this episode."""
-        self._lockstep_timeouts = 0
         self._reset_policy = None
         if p["policy_node"]:
             latched = QoSProfile(depth=20, reliability=ReliabilityPolicy.RELIABLE,
@@ -203,7 +198,7 @@ class SimRobotNode(Node):
                 self.get_logger().warning(f"the policy stopped in episode {self.robot.episode_index}: {reason}")
             self.policy_stopped = self.policy_stopped or reason
             if self.robot.episode_index >= 0:
-                self.episode_policy_stop = self.episode_policy_stop or reason
+                self.log.policy_stopped(reason)
         else:
             self.policy_stopped = None
 
@@ -219,14 +214,14 @@ class SimRobotNode(Node):
             self.get_logger().error("received a non-finite joint command", throttle_duration_sec=1.0)
             return
         self.robot.set_targets(names, values)
-        self.commands_received += 1
+        self.log.command_applied()
         if self.first_command_time is None:
             self.first_command_time = self.sim_time
         self._lockstep_engaged = True
         if self._period_start is not None:
             self._period_kinds.add(kind)
             if self._period_kinds >= self.inputs.keys():
-                self._delays.append(self.robot.physics_steps - self._period_start[0])
+                self.log.period_commanded(self.robot.physics_steps - self._period_start[0])
                 self._period_start = None
                 if self.lockstep and self._policy_owes_commands():
                     self._run_rest_of_period()
@@ -251,10 +246,10 @@ class SimRobotNode(Node):
             return False  # a passive or stopped policy commands nothing (or holds): nothing to wait for
         if self._steady_s() - self._period_start[1] < self.params["lockstep_timeout_s"]:
             return True
-        self._lockstep_timeouts += 1
+        timeouts = self.log.lockstep_timed_out()
         self._lockstep_engaged = False  # run on until commands flow again
         self.get_logger().warning(f"lockstep: no command {self.params['lockstep_timeout_s']:g} s after the period's "
-                                  f"state went out; running on without it ({self._lockstep_timeouts} this episode)",
+                                  f"state went out; running on without it ({timeouts} this episode)",
                                   throttle_duration_sec=5.0)
         return False
 
@@ -288,7 +283,7 @@ class SimRobotNode(Node):
               and self.sim_time - self.first_command_time >= self.params["warmup_s"]):
             self.get_logger().info(f"warm-up done; episode 0 (seed {robot.base_seed})")
             robot.next_episode()
-            self._delays, self._lockstep_timeouts = [], 0  # episode 0's figures, not the warm-up's
+            self.log.restart_episode()  # episode 0's figures, not the warm-up's
         if self.pub_clock is not None:
             # Last: nodes on sim time see this step's state before their timers fire for it.
             self.pub_clock.publish(ClockMsg(clock=stamp))
@@ -345,22 +340,12 @@ class SimRobotNode(Node):
                  sensordata=np.stack(sensordata))
 
     def _record(self, result) -> None:
-        entry = {"episode": result.index, "seed": result.seed, "success": result.success, "length": result.length,
-                 "terminated": result.terminated, "final_distance": result.final_distance,
-                 "mean_speed_error": result.mean_speed_error, "mean_errors": result.mean_errors,
-                 "commands_received": self.commands_received,
-                 "policy_stop": self.episode_policy_stop or self.policy_stopped,
-                 "command_delay_steps": float(np.mean(self._delays)) if self._delays else None,
-                 "late_commands": int(np.count_nonzero(np.asarray(self._delays) > 0)),
-                 "lockstep_timeouts": self._lockstep_timeouts}
-        self.episode_policy_stop = None
-        self._delays, self._lockstep_timeouts = [], 0
+        entry = self.log.end_episode(result, policy_stop=self.policy_stopped)
         if self.policy_stopped is not None and self._reset_policy is not None:
             # Stop is latched: reset it between trials, or every later episode is lost to one stall.
             self.get_logger().info(f"resetting the stopped policy ({self.policy_stopped}) for the next episode")
             self._reset_policy.call_async(Trigger.Request()).add_done_callback(self._on_policy_reset)
-        self.results.append(entry)
-        summary = summarize(self.params["task"], self.params["seed"], self.lockstep, self.results)
+        summary = self.log.summary()
         if self.params["results_file"]:  # before the episode is announced: whoever hears of it finds it in the file
             write_results(Path(self.params["results_file"]), summary)
         self.pub_episode.publish(String(data=json.dumps(entry)))
@@ -369,7 +354,7 @@ class SimRobotNode(Node):
         self.get_logger().info(f"episode {result.index} (seed {result.seed}): success={result.success}, {ending} after "
                                f"{result.length} control steps, distance={result.final_distance}{speed}")
         n = self.params["num_episodes"]
-        if n and len(self.results) >= n:
+        if n and len(self.log.entries) >= n:
             self.get_logger().info(f"{n} episodes: success rate {summary['success_rate']:.3f}")
             if self.params["exit_when_done"] and not self.done.done():
                 self.done.set_result(summary)
