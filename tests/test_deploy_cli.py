@@ -135,3 +135,17 @@ def test_sim_runs_in_lockstep_unless_told_real_time_and_reports_the_command_dela
         assert summary["command_delay_steps"] == 0.0 and summary["lockstep_timeouts"] == 0
     else:
         assert not summary["lockstep"] and line.startswith("[batonlab] real time: ")
+
+
+def test_the_ros_packages_are_found_in_the_checkout_or_named_as_missing(monkeypatch, tmp_path):
+    """Without a sourced colcon install the deploy commands run the checkout's packages; without either, one line."""
+    from batonlab.cli import ros_packages
+    from batonlab.cli.common import CliError
+
+    for name in ("deploy_ros", "sim2sim_ros"):
+        package = ros_packages.find_package(name, {"AMENT_PREFIX_PATH": str(tmp_path)})
+        assert package.python_path == package.share == ros_packages.CHECKOUT / name
+        assert (package.python_path / name / "__init__.py").is_file()
+    monkeypatch.setattr(ros_packages, "CHECKOUT", tmp_path)
+    with pytest.raises(CliError, match="the ROS package deploy_ros is not found: build it with colcon"):
+        ros_packages.find_package("deploy_ros", {})

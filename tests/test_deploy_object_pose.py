@@ -380,7 +380,7 @@ def test_sim_to_sim_object_pose_reaches_the_policy_as_in_training(arm_lift_stude
     term from the step of its last message, last_action from the previous policy step. The bag holds
     /sensors/object_pose as PoseStamped, read back exactly."""
     pytest.importorskip("rclpy", reason="needs rclpy: pip install batonlab[ros]")
-    from batonlab.cli.deploy import SIM_CONFIG
+    from batonlab.cli.deploy import sim_config
     from batonlab.logs.bag_reader import open_bag
     from ros.nodes import NodeProcess, new_domain_id
 
@@ -388,10 +388,10 @@ def test_sim_to_sim_object_pose_reaches_the_policy_as_in_training(arm_lift_stude
     manifest = load_manifest(export)
     domain, seed = new_domain_id(), 40
     state_file, results_file = tmp_path / "states.npz", tmp_path / "results.json"
-    sim = NodeProcess("sim_robot_node", domain, tmp_path, params_files=[SIM_CONFIG],
+    sim = NodeProcess("sim_robot_node", domain, tmp_path, params_files=[sim_config()],
                       params={"task": TASK, "seed": seed, "num_episodes": 2, "results_file": str(results_file),
                               "state_file": str(state_file)})
-    policy = NodeProcess("policy_node", domain, tmp_path, params_files=[SIM_CONFIG],
+    policy = NodeProcess("policy_node", domain, tmp_path, params_files=[sim_config()],
                          params={"manifest": str(export), "ignored_joints": ["finger_right"], "record": True,
                                  "record_dir": str(tmp_path / "bags")})
     try:

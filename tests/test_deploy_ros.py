@@ -362,12 +362,12 @@ def test_an_estopped_arm_holds_its_pose_instead_of_dropping(tmp_path):
     from rclpy.qos import qos_profile_sensor_data
     from std_msgs.msg import Bool
 
-    from batonlab.cli.deploy import SIM_CONFIG
+    from batonlab.cli.deploy import sim_config
 
     export = make_export(tmp_path / "exported", arm_reach_manifest())  # zero policy: hold the default pose
     domain = new_domain_id()
-    sim = NodeProcess("sim_robot_node", domain, tmp_path, [SIM_CONFIG], {"warmup_s": 1e9})
-    policy = NodeProcess("policy_node", domain, tmp_path, [SIM_CONFIG], {"manifest": str(export), "stop_hold_time_s": 1.5})
+    sim = NodeProcess("sim_robot_node", domain, tmp_path, [sim_config()], {"warmup_s": 1e9})
+    policy = NodeProcess("policy_node", domain, tmp_path, [sim_config()], {"manifest": str(export), "stop_hold_time_s": 1.5})
     context = rclpy.Context()
     rclpy.init(context=context, domain_id=domain)
     node = rclpy.create_node("operator", context=context)
@@ -447,12 +447,13 @@ def test_colcon_build_and_test_of_deploy_ros_and_sim2sim_ros(tmp_path):
         # CI installs colcon through scripts/setup.sh, so a missing colcon there is a failure, not a skip.
         message = "colcon is not installed (scripts/setup.sh installs colcon-core and colcon-ros)"
         pytest.fail(message) if os.environ.get("CI") else pytest.skip(message)
-    from batonlab.cli.deploy import DEPLOY_ROS_DIR, SIM2SIM_ROS_DIR, ros_environment
+    from batonlab.cli.deploy import ros_environment
+    from batonlab.cli.ros_packages import CHECKOUT, find_package
 
     env = ros_environment(new_domain_id())
     env["PYTHONPATH"] = ""  # the built package, not the source tree
     base = [colcon, "--log-base", str(tmp_path / "log")]
-    paths = ["--base-paths", str(DEPLOY_ROS_DIR), str(SIM2SIM_ROS_DIR), "--build-base", str(tmp_path / "build"),
+    paths = ["--base-paths", str(CHECKOUT / "deploy_ros"), str(CHECKOUT / "sim2sim_ros"), "--build-base", str(tmp_path / "build"),
              "--install-base", str(tmp_path / "install")]
     results_dir = str(tmp_path / "test_results")
 
@@ -474,6 +475,10 @@ def test_colcon_build_and_test_of_deploy_ros_and_sim2sim_ros(tmp_path):
     assert (sim_install / "lib" / "sim2sim_ros" / "sim_robot_node").is_file()
     # The robot's package, as colcon installed it, pulls in no training stack.
     (site,) = install.glob("lib/python3*/site-packages")
+    # `batonlab deploy` finds a sourced install before the checkout.
+    installed = find_package("deploy_ros", {"AMENT_PREFIX_PATH": f"{tmp_path / 'nothing'}:{install}"})
+    assert (installed.python_path, installed.share) == (site, share)
+    assert installed.config("fastdds_loopback.xml").is_file()
     probe = ("import sys, deploy_ros.policy_node; "
              "heavy = sorted(m for m in ('torch', 'mujoco') if m in sys.modules); "
              "assert not heavy, heavy; assert deploy_ros.policy_node.__file__.startswith(sys.argv[1]), "

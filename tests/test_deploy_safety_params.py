@@ -9,11 +9,12 @@ import sys
 import pytest
 import yaml
 
-from batonlab.cli.deploy import DEPLOY_ROS_DIR
+from batonlab.cli.ros_packages import find_package
 from batonlab.deploy import PlausibilityCfg, SafetyCfg
 from batonlab.deploy.safety_params import SAFETY_PARAMETERS, safety_cfg_from_params
 
-NODE_YAML = DEPLOY_ROS_DIR / "config" / "policy_node.yaml"
+DEPLOY_ROS = find_package("deploy_ros")
+NODE_YAML = DEPLOY_ROS.config("policy_node.yaml")
 
 SAFETY_PARAMETER_NAMES = (
     "ramp_time_s", "stale_timeout_s", "max_joint_velocity", "max_velocity_command", "max_acceleration",
@@ -71,8 +72,8 @@ def test_policy_node_yaml_agrees_with_the_safety_cfg():
 
 def test_the_node_declares_the_generated_parameters():
     pytest.importorskip("rclpy", reason="needs rclpy: pip install batonlab[ros]")
-    if str(DEPLOY_ROS_DIR) not in sys.path:
-        sys.path.insert(0, str(DEPLOY_ROS_DIR))
+    if str(DEPLOY_ROS.python_path) not in sys.path:
+        sys.path.insert(0, str(DEPLOY_ROS.python_path))
     from deploy_ros import node_params
 
     for param in SAFETY_PARAMETERS:

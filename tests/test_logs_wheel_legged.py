@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 import torch
 
-from batonlab.cli.deploy import DEPLOY_ROS_DIR
+from batonlab.cli.ros_packages import find_package
 from batonlab.cli.main import main
 from batonlab.deploy import load_manifest
 from batonlab.deploy.actions import ActionProcessor
@@ -39,8 +39,9 @@ from batonlab.logs.sim_recorder import world_params
 from batonlab.robots import wheel_legged as wl
 from tests.ros.exports import make_export
 
-if str(DEPLOY_ROS_DIR) not in sys.path:
-    sys.path.insert(0, str(DEPLOY_ROS_DIR))
+DEPLOY_ROS_PATH = str(find_package("deploy_ros").python_path)
+if DEPLOY_ROS_PATH not in sys.path:
+    sys.path.insert(0, DEPLOY_ROS_PATH)
 from batonlab.sim2sim.robot import SimRobot  # noqa: E402
 
 TASK = "wl_velocity"

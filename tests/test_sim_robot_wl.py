@@ -26,13 +26,15 @@ import torch
 
 from batonlab.observations.root_state import root_ang_vel_b, root_lin_vel_b, root_lin_vel_w, root_pos_w, root_quat_w
 from batonlab import observations
-from batonlab.cli.deploy import DEPLOY_ROS_DIR, node_command, ros_environment
+from batonlab.cli.deploy import node_command, ros_environment
+from batonlab.cli.ros_packages import find_package
 from batonlab.robots import wheel_legged as wl
 from batonlab.tasks import make_task_cfg
 from ros.nodes import DdsPeer
 
-if str(DEPLOY_ROS_DIR) not in sys.path:
-    sys.path.insert(0, str(DEPLOY_ROS_DIR))
+DEPLOY_ROS_PATH = str(find_package("deploy_ros").python_path)
+if DEPLOY_ROS_PATH not in sys.path:
+    sys.path.insert(0, DEPLOY_ROS_PATH)
 from batonlab.sim2sim.robot import SimRobot  # noqa: E402
 
 TASK = "wl_velocity"

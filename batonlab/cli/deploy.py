@@ -29,34 +29,36 @@ from pathlib import Path
 from batonlab.cli import children
 from batonlab.cli.common import CliError, StopRequest, stop_on_signals
 from batonlab.cli.exit_codes import INTERRUPTED
+from batonlab.cli.ros_packages import NODE_PACKAGES, find_package
 from batonlab.deploy.recording import CLOSE_TIMEOUT_S
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-DEPLOY_ROS_DIR = REPO_ROOT / "deploy_ros"
-"""The robot's ament package in this checkout (its python module is run in place when it is not installed)."""
-SIM2SIM_ROS_DIR = REPO_ROOT / "sim2sim_ros"
-"""The simulator-as-robot ament package in this checkout (run in place like deploy_ros)."""
-NODE_PACKAGES = {"policy_node": "deploy_ros", "sim_robot_node": "sim2sim_ros"}
-"""The ROS package of each node."""
-LOOPBACK_PROFILE = DEPLOY_ROS_DIR / "config" / "fastdds_loopback.xml"
-SIM_CONFIG = SIM2SIM_ROS_DIR / "config" / "sim_to_sim.yaml"
 NODE_STOP_TIMEOUT_S = CLOSE_TIMEOUT_S + 10.0
 """How long a node gets after SIGINT before SIGTERM [s]: policy_node's bag close bound, and rclpy's shutdown."""
 
 
 def ros_environment(domain_id: int, loopback: bool = True, base: dict | None = None) -> dict[str, str]:
-    """Environment for ROS 2 child processes: a DDS domain, Fast DDS on 127.0.0.1 only, deploy_ros importable."""
+    """Environment for ROS 2 child processes: a DDS domain, Fast DDS on 127.0.0.1 only, both nodes' packages importable."""
     env = dict(os.environ if base is None else base)
+    packages = [find_package(name, env) for name in NODE_PACKAGES.values()]
     env["ROS_DOMAIN_ID"] = str(domain_id)
     env.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
     if loopback:
-        env["FASTDDS_DEFAULT_PROFILES_FILE"] = str(LOOPBACK_PROFILE)
-        env["FASTRTPS_DEFAULT_PROFILES_FILE"] = str(LOOPBACK_PROFILE)
+        env["FASTDDS_DEFAULT_PROFILES_FILE"] = env["FASTRTPS_DEFAULT_PROFILES_FILE"] = str(loopback_profile(env))
         env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(DEPLOY_ROS_DIR), str(SIM2SIM_ROS_DIR),
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (*(str(pkg.python_path) for pkg in packages),
                                                     env.get("PYTHONPATH", "")) if p)
     env["PYTHONUNBUFFERED"] = "1"
     return env
+
+
+def loopback_profile(environ: dict[str, str] | None = None) -> Path:
+    """deploy_ros's Fast DDS profile that keeps DDS on 127.0.0.1."""
+    return find_package("deploy_ros", environ).config("fastdds_loopback.xml")
+
+
+def sim_config(environ: dict[str, str] | None = None) -> Path:
+    """sim2sim_ros's parameter file of a sim-to-sim run (both nodes read it)."""
+    return find_package("sim2sim_ros", environ).config("sim_to_sim.yaml")
 
 
 def node_command(node: str, params_files=(), params: dict | None = None) -> list[str]:
@@ -274,7 +276,7 @@ def _start_node(node: str, params: dict, env: dict[str, str], log_dir: Path) -> 
     """A node in a child process bound to this one, with the sim-to-sim parameters; its output goes to `<node>.log`."""
     log_path = log_dir / f"{node}.log"
     with open(log_path, "w") as log:
-        process = children.start_child(node_command(node, [SIM_CONFIG], params), env=env, stdout=log,
+        process = children.start_child(node_command(node, [sim_config(env)], params), env=env, stdout=log,
                                        stderr=subprocess.STDOUT)
     return process, log_path
 

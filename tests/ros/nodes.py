@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from batonlab.cli.deploy import LOOPBACK_PROFILE, node_command, ros_environment, stop
+from batonlab.cli.deploy import loopback_profile, node_command, ros_environment, stop
 
 _domains = itertools.count(random.Random(os.getpid() ^ time.time_ns()).randrange(0, 60))
 
@@ -33,8 +33,7 @@ def new_domain_id() -> int:
 
 def use_loopback_dds() -> None:
     """Point this process's Fast DDS at the loopback profile (before its first participant)."""
-    os.environ["FASTDDS_DEFAULT_PROFILES_FILE"] = str(LOOPBACK_PROFILE)
-    os.environ["FASTRTPS_DEFAULT_PROFILES_FILE"] = str(LOOPBACK_PROFILE)
+    os.environ["FASTDDS_DEFAULT_PROFILES_FILE"] = os.environ["FASTRTPS_DEFAULT_PROFILES_FILE"] = str(loopback_profile())
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
     os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
 

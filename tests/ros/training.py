@@ -12,14 +12,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from batonlab.cli.deploy import DEPLOY_ROS_DIR
+from batonlab.cli.ros_packages import find_package
 from batonlab.env.commands import episode_mean_errors
 from batonlab.env.env import BatonEnv
 from batonlab.rl.evaluate import evaluate
 from batonlab.tasks import make_task_cfg
 
-if str(DEPLOY_ROS_DIR) not in sys.path:
-    sys.path.insert(0, str(DEPLOY_ROS_DIR))
+DEPLOY_ROS_PATH = str(find_package("deploy_ros").python_path)
+if DEPLOY_ROS_PATH not in sys.path:
+    sys.path.insert(0, DEPLOY_ROS_PATH)
 from batonlab.sim2sim.robot import SimRobot, mean_speed_error, seed_episode, velocity_command  # noqa: E402
 
 
