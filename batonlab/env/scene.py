@@ -84,6 +84,14 @@ class Scene:
             self._cache[key] = torch.tensor(out)
         return self._cache[key]
 
+    def actuator_ctrl_range(self, actuator_ids: torch.Tensor,
+                            dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+        """(low, high) control range of actuators on the CPU, ±inf where a control is not limited (as MuJoCo clamps)."""
+        ids = actuator_ids.cpu().numpy()
+        limited = torch.as_tensor(self.model.actuator_ctrllimited[ids], dtype=torch.bool)
+        ctrlrange = torch.as_tensor(self.model.actuator_ctrlrange[ids], dtype=dtype).reshape(-1, 2)
+        return torch.where(limited, ctrlrange[:, 0], -torch.inf), torch.where(limited, ctrlrange[:, 1], torch.inf)
+
     def joint_limits(self, names, device: torch.device | str = "cpu") -> torch.Tensor:
         """(len(names), 2) float32 [low, high] of 1-DoF joints, ±inf where a joint is not limited; cached."""
         key = ("limits", tuple(names), str(device))

@@ -57,9 +57,7 @@ def _open_loop(log: BagLog, env: BatonEnv, physics: str) -> OpenLoopResult:
         raise BagError(f"{log.path}: the logged command joints do not match task '{task_of(log)}': {err}") from None
     model = env.scene.model
     act = actuators.numpy()
-    limited = model.actuator_ctrllimited[act].astype(bool)
-    low = np.where(limited, model.actuator_ctrlrange[act, 0], -np.inf)
-    high = np.where(limited, model.actuator_ctrlrange[act, 1], np.inf)
+    low, high = (bound.numpy() for bound in env.scene.actuator_ctrl_range(actuators, dtype=torch.float64))
     cols = js.columns(names)
     continuous = _continuous_joints(model, env.scene.joint_ids(names))
     dt = float(model.opt.timestep)

@@ -150,7 +150,7 @@ class SimRobot:
         held_actuators, self._held_default = _held_servos(env, self.held_joints, action_joints)
         self.command_joints = action_joints + self.held_joints
         self._actuators = torch.cat([*(t.actuator_ids for t in terms), held_actuators])
-        held_low, held_high = _ctrl_range(model, held_actuators)
+        held_low, held_high = env.scene.actuator_ctrl_range(held_actuators)
         self._ctrl_low = torch.cat([*(t.ctrl_low for t in terms), held_low])
         self._ctrl_high = torch.cat([*(t.ctrl_high for t in terms), held_high])
         self.targets = torch.cat([*(t.offset for t in terms), self._held_default]).clone()
@@ -400,14 +400,6 @@ def _held_servos(env: BatonEnv, held: list[str], action_joints: list[str]) -> tu
     except (KeyError, ValueError) as err:
         raise ConfigError(f"deploy.held_joints: {err.args[0]}") from None
     return actuators, env.default_qpos[env.scene.qpos_adr(held)].clone()
-
-
-def _ctrl_range(model: mujoco.MjModel, actuators: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Control range of `actuators` (±inf where unlimited), as the action terms clamp their targets."""
-    ids = actuators.numpy()
-    limited = torch.as_tensor(model.actuator_ctrllimited[ids], dtype=torch.bool)
-    ctrlrange = torch.as_tensor(model.actuator_ctrlrange[ids], dtype=torch.float32).reshape(-1, 2)
-    return torch.where(limited, ctrlrange[:, 0], -torch.inf), torch.where(limited, ctrlrange[:, 1], torch.inf)
 
 
 def _root_body(model: mujoco.MjModel, joint: str):
