@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from batonlab.env.terms import ProgressTerm
 from batonlab.observations.objects import body_pos, ee_to_body, touch_flags
 
 
@@ -21,6 +22,24 @@ def object_height(env, body: str, event: str) -> torch.Tensor:
     """Height of the object's centre above its resting height [m], (num_envs,)."""
     rest = env.event_manager.terms[event].half_height
     return body_pos(env, body)[:, 2] - rest
+
+
+class LiftProgress(ProgressTerm):
+    """True progress of a grasp-and-lift: half for the reach (`1 - d / d_ref`, d tool point to object [m], d_ref
+    `distance_scale` or the episode's first distance), half for the lift (height over `height` [m]), each in [0, 1]."""
+
+    def __init__(self, env, body: str, event: str, sensor: str, height: float, distance_scale: float):
+        self.body, self.event, self.sensor, self.height, self.distance_scale = body, event, sensor, height, distance_scale
+
+    def measure(self, env) -> torch.Tensor:
+        """(num_envs, 2): tool point to object distance [m], object height above its resting height [m]."""
+        distance = ee_to_body(env, self.body, self.sensor).norm(dim=1)
+        return torch.stack([distance, object_height(env, self.body, self.event)], dim=1)
+
+    def progress(self, measures: torch.Tensor, start: torch.Tensor | None = None) -> torch.Tensor:
+        reference = self.distance_scale if start is None else start[..., 0].clamp(min=1e-6)
+        reach = (1.0 - measures[..., 0] / reference).clamp(0.0, 1.0)
+        return 0.5 * reach + 0.5 * (measures[..., 1] / self.height).clamp(0.0, 1.0)
 
 
 def object_in_hand(env, body: str, sensor: str, radius: float, touch_sensors: tuple[str, ...] = (),

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import torch
 
+from batonlab.env.terms import ProgressTerm
+
 
 def position_command_error(env, command: str, sensor: str) -> torch.Tensor:
     """Distance between a position sensor (e.g. end-effector in the base frame) and a position command [m]."""
@@ -21,9 +23,20 @@ def position_command_error_exp(env, command: str, sensor: str, std: float) -> to
     return torch.exp(-position_command_error(env, command, sensor).square() / std**2)
 
 
-def position_command_progress(env, command: str, sensor: str, distance_scale: float) -> torch.Tensor:
-    """`1 - distance / distance_scale` clipped to [0, 1]: how far along a reach is (the true progress)."""
-    return (1.0 - position_command_error(env, command, sensor) / distance_scale).clamp(0.0, 1.0)
+class PositionCommandProgress(ProgressTerm):
+    """True progress of a reach: `1 - d / d_ref` clipped to [0, 1], d the sensor-to-command distance [m], d_ref
+    `distance_scale` [m] for a state alone or the episode's first distance (`start`)."""
+
+    def __init__(self, env, command: str, sensor: str, distance_scale: float):
+        self.command, self.sensor, self.distance_scale = command, sensor, distance_scale
+
+    def measure(self, env) -> torch.Tensor:
+        """(num_envs, 1) the distance [m]."""
+        return position_command_error(env, self.command, self.sensor).unsqueeze(-1)
+
+    def progress(self, measures: torch.Tensor, start: torch.Tensor | None = None) -> torch.Tensor:
+        reference = self.distance_scale if start is None else start[..., 0].clamp(min=1e-6)
+        return (1.0 - measures[..., 0] / reference).clamp(0.0, 1.0)
 
 
 def position_command_reached(env, command: str, sensor: str, threshold: float) -> torch.Tensor:

@@ -114,6 +114,8 @@ def make_arm_lift_cfg(play: bool = False) -> TaskCfg:
                         "threshold": 0.5, "mode": "disable"}),
         },
         success=TermCfg(func=manipulation.object_lifted, params=lift),
+        progress=TermCfg(func=manipulation.LiftProgress, params={"body": "object", "event": "object", "sensor": "ee_pos_w",
+                                                                   "height": LIFT_HEIGHT, "distance_scale": 0.5}),
     )
 
 

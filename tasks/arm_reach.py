@@ -132,7 +132,7 @@ def make_arm_reach_cfg(play: bool = False) -> TaskCfg:
             ),
         },
         success=TermCfg(func=tracking.position_command_reached, params={**ee_cmd, "threshold": SUCCESS_THRESHOLD}),
-        progress=TermCfg(func=tracking.position_command_progress, params={**ee_cmd, "distance_scale": 0.5}),
+        progress=TermCfg(func=tracking.PositionCommandProgress, params={**ee_cmd, "distance_scale": 0.5}),
     )
     if play:
         cfg.num_envs = 16

@@ -105,7 +105,7 @@ MIN_SPEARMAN = {
 }
 """What each task's estimate shows on held-out episodes: Spearman of estimate and truth over all frames
 pooled (one scale across episodes) and within each episode (what the reward pays on: forward
-progress within an episode). The truth is `frames.TRUTHS`: for arm_reach 1 - d(t)/d(0), which no
+progress within an episode). The truth is the task's `TaskCfg.progress` counted from the episode's start: for arm_reach 1 - d(t)/d(0), which no
 single frame can know (d(0) is not in the picture), so arm_reach is also ranked against the
 tool-to-target distance d itself, on one scale for every episode. Measured with this module's data
 and the suite's policies: arm_lift (aligned) 0.955-0.962 pooled, 0.967-0.976 per episode over encoder
@@ -351,6 +351,23 @@ def test_rollouts_keep_the_measures_their_progress_comes_from():
     distance = rollouts.measures[..., 0]
     assert rollouts.measures.shape == (2, 4, 1) and (distance > 0).all()
     np.testing.assert_allclose(rollouts.progress, np.clip(1 - distance / distance[:, :1], 0, 1), atol=1e-6)
+
+
+def test_one_truth_per_task_serves_states_and_episodes():
+    """`TaskCfg.progress` is the one definition of true progress: on a state alone (the labeller's, on the task's
+    fixed scale) and from the episode's start (the rollouts'), from the same measurement."""
+    env = BatonEnv(rollout_cfg(make_task_cfg("arm_lift"), 2, seed=2))
+    try:
+        rollouts = collect_rollouts(env, "arm_lift", 2, num_steps=8, frame_every=2, progress_bar=False)
+        distance, height = env.progress_term.measure(env).unbind(-1)
+        np.testing.assert_allclose(env.true_progress(), 0.5 * (1 - distance / 0.5).clamp(0, 1)
+                                   + 0.5 * (height / 0.1).clamp(0, 1), atol=1e-6)
+    finally:
+        env.close()
+    distance, height = rollouts.measures[..., 0], rollouts.measures[..., 1]
+    expected = 0.5 * np.clip(1 - distance / distance[:, :1], 0, 1) + 0.5 * np.clip(height / 0.1, 0, 1)
+    assert rollouts.measures.shape == (2, 4, 2)
+    np.testing.assert_allclose(rollouts.progress, expected, atol=1e-6)
 
 
 def test_arm_reach_progress_view_is_the_target_alone_in_the_middle():

@@ -242,9 +242,9 @@ class TaskCfg:
     success: TermCfg | None = None
     """Bool term evaluated on the last step of each episode; its mean is the success rate."""
     progress: TermCfg | None = None
-    """The simulator's true task progress in [0, 1] per env (privileged state): what a scripted
-    preference labeller judges and what learned progress estimates are checked against. Never a
-    policy input and never a reward unless a reward term uses it."""
+    """The simulator's true task progress in [0, 1] per env (privileged state), a `batonlab.env.terms.ProgressTerm`:
+    what a scripted preference labeller judges and, counted from each episode's start, what learned progress
+    estimates are checked against. Never a policy input and never a reward unless a reward term uses it."""
     sim: SimCfg = field(default_factory=SimCfg)
     num_envs: int = 1024
     """Number of parallel environments."""

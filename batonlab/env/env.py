@@ -18,7 +18,7 @@ from batonlab.env.privileges import PrivilegeManager
 from batonlab.env.rewards import CostManager, RewardManager
 from batonlab.env.scene import Scene
 from batonlab.env.terminations import TerminationManager
-from batonlab.env.terms import build_term
+from batonlab.env.terms import ProgressTerm, build_term
 from batonlab.sim import make_backend
 from batonlab.terrain import TerrainState
 
@@ -70,7 +70,8 @@ class BatonEnv:
                                                   privileged_actions=self.action_manager.privileged_dim > 0)
         self.curriculum_manager = CurriculumManager(self, cfg.curriculum)
         self.success_term = build_term(cfg.success.func, cfg.success.params, self, "success") if cfg.success else None
-        self.progress_term = build_term(cfg.progress.func, cfg.progress.params, self, "progress") if cfg.progress else None
+        self.progress_term = (build_term(cfg.progress.func, cfg.progress.params, self, "progress", base=ProgressTerm,
+                                          functions=False) if cfg.progress else None)
         self.event_manager.apply("startup", self.all_env_ids)
         self._reset_state(self.all_env_ids)
         self.observation_manager = ObservationManager(self, cfg.observations)

@@ -41,6 +41,24 @@ class PrivilegeTerm(ManagerTerm):
         """λ changed for every env at once (evaluation); contact switches follow it now, not at the next reset."""
 
 
+class ProgressTerm(ManagerTerm):
+    """The simulator's true task progress (`TaskCfg.progress`): a measurement of the state, and the progress it means,
+    on its own or from where the episode started."""
+
+    def measure(self, env) -> torch.Tensor:
+        """(num_envs, k) the raw state progress is read from (distances [m], heights [m])."""
+        raise NotImplementedError
+
+    def progress(self, measures: torch.Tensor, start: torch.Tensor | None = None) -> torch.Tensor:
+        """(..., k) measurements → (...) progress in [0, 1]; with `start` (..., k), the episode's first measurement,
+        progress counts from where the episode began (None: from the task's fixed scale)."""
+        raise NotImplementedError
+
+    def __call__(self, env) -> torch.Tensor:
+        """(num_envs,) progress of the current state, on the task's fixed scale."""
+        return self.progress(self.measure(env))
+
+
 def check_params(func: Callable, params: dict[str, Any], where: str, leading: int) -> None:
     """Fail early when `params` do not fit `func`'s signature.
 

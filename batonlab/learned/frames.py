@@ -20,7 +20,6 @@ import torch
 from tqdm import tqdm
 
 from batonlab.env.cfg import TaskCfg
-from batonlab.observations.objects import body_pos
 from batonlab.rl.rollout import rollout, smoothed_noise
 
 Policy = Callable[[object], torch.Tensor]
@@ -50,54 +49,6 @@ class Rollouts:
         return self.frames.shape[0]
 
 
-# True progress, from simulator state.
-
-
-def reach_measure(env, command: str = "ee_target", sensor: str = "ee_pos_b") -> torch.Tensor:
-    """Tool-centre point to commanded target distance [m], (num_envs, 1)."""
-    return (env.command_manager.command(command) - env.sim.sensor(sensor)).norm(dim=1, keepdim=True)
-
-
-def reach_progress(measures: torch.Tensor) -> torch.Tensor:
-    """`1 - d(t) / d(0)` clipped to [0, 1], from (num_episodes, num_frames, 1) distances."""
-    distance = measures[..., 0]
-    return (1.0 - distance / distance[:, :1].clamp(min=1e-6)).clamp(0.0, 1.0)
-
-
-def lift_measure(env, body: str = "object", event: str = "object", sensor: str = "ee_pos_w") -> torch.Tensor:
-    """(num_envs, 2): tool point to object distance [m] and object height above its resting height [m]."""
-    position = body_pos(env, body)
-    distance = (position - env.sim.sensor(sensor)).norm(dim=1)
-    height = position[:, 2] - env.event_manager.terms[event].half_height
-    return torch.stack([distance, height], dim=1)
-
-
-def lift_progress(measures: torch.Tensor, lift_height: float = 0.10) -> torch.Tensor:
-    """Staged progress of a grasp-and-lift: half for the reach (`1 - d(t) / d(0)`), half for the
-    lift (height over `lift_height` [m]), each clipped to [0, 1]; from (num_episodes, num_frames, 2)."""
-    reach = reach_progress(measures[..., :1])
-    lift = (measures[..., 1] / lift_height).clamp(0.0, 1.0)
-    return 0.5 * reach + 0.5 * lift
-
-
-@dataclass(frozen=True)
-class ProgressTruth:
-    """How to measure a task's true progress: a per-step measurement, turned into progress per episode."""
-
-    measure: Callable[[object], torch.Tensor]
-    """env → (num_envs, k) raw state (distances, heights)."""
-    progress: Callable[[torch.Tensor], torch.Tensor]
-    """(num_episodes, num_frames, k) measurements → (num_episodes, num_frames) progress in [0, 1]."""
-
-
-TRUTHS: dict[str, ProgressTruth] = {
-    "arm_reach": ProgressTruth(reach_measure, reach_progress),
-    "arm_lift": ProgressTruth(lift_measure, lift_progress),
-    "arm_push_grasp": ProgressTruth(lift_measure, lift_progress),
-}
-"""True progress of the tasks that have one (both grasping tasks name their object `object`)."""
-
-
 # Collection.
 
 
@@ -121,7 +72,7 @@ def collect_rollouts(env, task: str, episodes: int, num_steps: int | None = None
 
     Args:
         env: A `BatonEnv` of `task`, preferably built from `rollout_cfg`.
-        task: Its name (selects the truth function in `TRUTHS`, if any).
+        task: Its name (for the progress bar).
         num_steps: Control steps per episode (default: all but the last step of the episode).
         policy: Acts on the observation; None: random actions, a low-pass filtered walk (each step
             `a ← s·a + sqrt(1 - s²)·N(0, 1)` with s = `action_smoothing`, clipped to [-1, 1]), which moves
@@ -131,7 +82,7 @@ def collect_rollouts(env, task: str, episodes: int, num_steps: int | None = None
     num_steps = num_steps or env.max_episode_length - 1
     if num_steps >= env.max_episode_length:
         raise ValueError(f"num_steps={num_steps} must be shorter than the episode ({env.max_episode_length} steps)")
-    truth = TRUTHS.get(task)
+    truth = env.progress_term
     ids = list(range(env.num_envs))
     batches = -(-episodes // env.num_envs)
     frames, progress, raw = [], [], []
@@ -158,7 +109,7 @@ def collect_rollouts(env, task: str, episodes: int, num_steps: int | None = None
         frames.append(np.stack(batch_frames, axis=1)[keep])
         if truth is not None:
             stacked = torch.stack(measures, dim=1)
-            progress.append(truth.progress(stacked).cpu().numpy()[keep])
+            progress.append(truth.progress(stacked, start=stacked[:, :1]).cpu().numpy()[keep])
             raw.append(stacked.cpu().numpy()[keep])
         else:
             progress.append(np.full(frames[-1].shape[:2], np.nan, dtype=np.float32))
