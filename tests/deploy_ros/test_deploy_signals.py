@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from ros.exports import make_export
-from tests.test_deploy_cli import deploy
+from cli_runs import deploy
 
 MCAP_MAGIC = b"\x89MCAP0\r\n"
 EPISODE_LINE = re.compile(r"\]: episode \d+ \(seed \d+\): success=")

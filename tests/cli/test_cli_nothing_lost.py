@@ -23,7 +23,7 @@ import yaml
 
 from batonlab.deploy.manifest import MANIFEST_FILE, sha256_file
 from batonlab.rl import checkpoint
-from tests.test_cli import batonlab
+from cli_runs import batonlab
 
 TINY = ["task=arm_reach", "env.num_envs=8", "agent.num_steps_per_env=8", "progress=false", "eval_episodes=0"]
 

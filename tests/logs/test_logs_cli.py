@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from tests.test_cli import batonlab
+from cli_runs import batonlab
 
 TINY = ["env.num_envs=8", "agent.num_steps_per_env=4", "agent.save_interval=1", "progress=false"]
 

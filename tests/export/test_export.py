@@ -18,7 +18,7 @@ from batonlab.export.onnx import export
 from batonlab.rl.runner import BatonRunner
 from batonlab.rl.vecenv import RslRlVecEnv
 from batonlab.tasks import make_agent_cfg
-from tests.conftest import make_reach_env
+from conftest import make_reach_env
 
 
 @pytest.fixture(scope="module")

@@ -18,8 +18,8 @@ from batonlab.tasks.replay import replay_open_loop_for, write_playback_for
 from batonlab.logs.report import write_report
 from batonlab.logs.sim_recorder import EpisodeRecorder
 from batonlab.rl.evaluate import evaluate
-from tests.conftest import make_reach_env
-from tests.ros.exports import make_export
+from conftest import make_reach_env
+from ros.exports import make_export
 
 
 @pytest.fixture(scope="module")

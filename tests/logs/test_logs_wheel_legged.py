@@ -37,7 +37,7 @@ from batonlab.logs.replay import reevaluate_policy, replay_open_loop
 from batonlab.tasks.replay import replay_env_for, replay_open_loop_for
 from batonlab.logs.sim_recorder import world_params
 from batonlab.robots import wheel_legged as wl
-from tests.ros.exports import make_export
+from ros.exports import make_export
 
 DEPLOY_ROS_PATH = str(find_package("deploy_ros").python_path)
 if DEPLOY_ROS_PATH not in sys.path:

@@ -11,7 +11,7 @@ import pytest
 
 from batonlab.cli import train as cli_train
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class _Called(Exception):

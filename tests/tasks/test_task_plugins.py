@@ -20,8 +20,8 @@ import torch
 
 from batonlab.tasks import get_task, make_agent_cfg, make_task_cfg
 
-ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE = Path(__file__).parent / "plugin_example"
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = Path(__file__).resolve().parents[1] / "plugin_example"
 SPEC = "two_link_tasks.reach:make_two_link_reach_cfg"
 TINY = ["env.num_envs=8", "agent.num_steps_per_env=8", "max_iterations=2", "progress=false"]
 BROKEN_MODULE = "import not_a_module_of_this_test  # the plugin's dependency is missing\n"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from batonlab.rl.evaluate import evaluate
-from tests.conftest import make_reach_env
+from conftest import make_reach_env
 
 BUDGET_ENV_STEPS = 1024 * 24 * 80
 """1.97M env steps (1024 envs × 24 steps × 80 iterations): the shared fixture's budget, which the progress

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """policy_node driven by a robot driver on Eclipse Cyclone DDS: a robot and a DDS vendor we did not write.
 
-policy_node runs in a child process exactly as in tests/test_deploy_ros.py (rclpy, Fast DDS on
+policy_node runs in a child process exactly as in tests/deploy_ros/test_deploy_ros.py (rclpy, Fast DDS on
 127.0.0.1, one domain per test); the robot is `ros.cyclone_robot.CycloneRobot`, plain Cyclone DDS in
 the test process that speaks ROS 2 on the wire (rt/ topics, ROS 2's DDS type names, XCDR1). Nothing
 on the robot side imports rclpy, so these tests fail if policy_node only works with robots that

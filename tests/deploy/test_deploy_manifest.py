@@ -21,7 +21,7 @@ from batonlab.deploy.actions import ActionProcessor
 from batonlab.deploy.manifest import Manifest, sha256_file
 from ros.exports import arm_reach_manifest, make_export
 
-V1_FILE = Path(__file__).parent / "data" / "manifest_v1_arm_reach.json"
+V1_FILE = Path(__file__).resolve().parents[1] / "data" / "manifest_v1_arm_reach.json"
 """arm_reach's manifest as `batonlab export` wrote it with schema version 1 (batonlab 0.1.0)."""
 
 
@@ -260,7 +260,7 @@ def test_the_robot_node_imports_neither_torch_nor_mujoco():
     """policy_node and every module it pulls in (inputs, outputs, recording) run on a robot computer without
     the training stack; rclpy is the only addition to `batonlab.deploy`'s needs."""
     pytest.importorskip("rclpy", reason="needs rclpy: pip install batonlab[ros]")
-    deploy_ros = Path(__file__).resolve().parents[1] / "deploy_ros"
+    deploy_ros = Path(__file__).resolve().parents[2] / "deploy_ros"
     code = ("import sys\nimport deploy_ros.policy_node\n"
             "print(sorted(m for m in ('torch', 'mujoco', 'tensordict', 'rsl_rl') if m in sys.modules))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,

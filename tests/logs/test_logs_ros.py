@@ -16,8 +16,8 @@ from batonlab.logs.report import write_report
 def test_sim_to_sim_bag_replays_in_simulation(tmp_path):
     pytest.importorskip("rclpy", reason="needs rclpy: pip install batonlab[ros]")
     from batonlab.cli.deploy import run_sim_to_sim
-    from tests.ros.exports import make_export
-    from tests.ros.nodes import new_domain_id
+    from ros.exports import make_export
+    from ros.nodes import new_domain_id
 
     rng = np.random.default_rng(0)
     export = make_export(tmp_path / "export", weight=rng.normal(0.0, 0.1, (24, 6)), bias=rng.normal(0.0, 0.3, 6))
@@ -64,8 +64,8 @@ def test_policy_node_keeps_controlling_when_recording_fails(tmp_path):
     import time
 
     from batonlab.cli.deploy import node_command, ros_environment, stop
-    from tests.ros.exports import arm_reach_manifest, make_export
-    from tests.ros.nodes import FakeRobot, new_domain_id
+    from ros.exports import arm_reach_manifest, make_export
+    from ros.nodes import FakeRobot, new_domain_id
 
     manifest = arm_reach_manifest()
     export = make_export(tmp_path / "exported", manifest, bias=np.full(6, 0.05))

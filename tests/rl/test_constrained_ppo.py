@@ -27,7 +27,7 @@ from batonlab.rl.vecenv import RslRlVecEnv
 from batonlab.robots.arm6 import ARM_JOINTS
 from batonlab.tasks import make_agent_cfg, make_task_cfg
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -368,7 +368,7 @@ from batonlab.env.env import BatonEnv
 from batonlab.rl import distributed
 from batonlab.rl.runner import BatonRunner
 from batonlab.rl.vecenv import RslRlVecEnv
-from tests.test_constrained_ppo import make_reach_costs_agent_cfg, make_reach_costs_cfg
+from tests.rl.test_constrained_ppo import make_reach_costs_agent_cfg, make_reach_costs_cfg
 
 ctx = distributed.context_from_environment("cpu")
 distributed.init_process_group(ctx)

@@ -15,7 +15,7 @@ from batonlab.rl import checkpoint
 from batonlab.rl.runner import BatonRunner
 from batonlab.rl.vecenv import RslRlVecEnv
 from batonlab.tasks import make_agent_cfg, make_task_cfg
-from tests.test_cli import batonlab
+from cli_runs import batonlab
 
 TINY = ["env.num_envs=8", "agent.num_steps_per_env=8", "progress=false", "eval_episodes=0"]
 

@@ -4,29 +4,22 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
 
 import pytest
 
 from batonlab.cli.main import main
 from batonlab.rl import checkpoint
+from cli_runs import batonlab
 
 TINY = ["env.num_envs=32", "agent.num_steps_per_env=8", "agent.save_interval=2", "progress=false"]
-
-
-def batonlab(*args: str, cwd) -> subprocess.CompletedProcess:
-    env = {**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
-    return subprocess.run([sys.executable, "-m", "batonlab.cli.main", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=600)
 
 
 def test_list_and_errors(tmp_path, capsys):
     listed = batonlab("list", cwd=tmp_path)
     assert listed.returncode == 0 and "arm_reach" in listed.stdout
-    # The other mistakes in-process (seconds saved per case); tests/test_cli_errors.py runs one as a user does.
+    # The other mistakes in-process (seconds saved per case); tests/cli/test_cli_errors.py runs one as a user does.
     for args, message in [
         (["fly"], "unknown command 'fly'"),
         (["train", "task=arm_rech"], "unknown task 'arm_rech'; valid tasks: ["),

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from batonlab.cli.main import main
-from tests.test_cli import batonlab
+from cli_runs import batonlab
 
 BAD_OVERRIDES = [
     (["env.num_envs=2.5"], "env.num_envs=2.5: expected an integer"),

@@ -13,16 +13,9 @@ import numpy as np
 import pytest
 
 from batonlab.cli.common import CliError
-from batonlab.cli.main import main
 from batonlab.deploy import parse_manifest
+from cli_runs import deploy
 from ros.exports import arm_reach_manifest, make_export
-
-
-def deploy(*args, capsys) -> tuple[int, str, str]:
-    """`batonlab deploy ARGS` in this process; returns (exit code, stdout, stderr)."""
-    code = main(["deploy", *map(str, args)])
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def test_a_working_export_passes_the_dry_run(tmp_path, capsys):

@@ -14,7 +14,7 @@ from batonlab.rl import checkpoint
 from batonlab.rl.runner import BatonRunner
 from batonlab.rl.vecenv import RslRlVecEnv
 from batonlab.tasks import make_agent_cfg
-from tests.conftest import make_reach_env
+from conftest import make_reach_env
 
 
 def _runner(log_dir: Path | None) -> BatonRunner:

@@ -10,7 +10,7 @@ import yaml
 
 from batonlab.cli.main import main
 from batonlab.cli.options import CONF_FILE, defaults, documented_options
-from tests.test_cli import batonlab
+from cli_runs import batonlab
 
 
 def test_train_help_in_a_shell(tmp_path):

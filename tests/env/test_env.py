@@ -11,7 +11,7 @@ from batonlab.env.cfg import EventTermCfg, ObsTermCfg, RewardTermCfg, Terminatio
 from batonlab.env.env import BatonEnv
 from batonlab.rewards import regularizers
 from batonlab.tasks import make_task_cfg
-from tests.conftest import make_reach_env
+from conftest import make_reach_env
 
 
 def test_observation_layout_and_step_contract(reach_env):

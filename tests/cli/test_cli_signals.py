@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from batonlab.rl import checkpoint
-from tests.test_cli import batonlab
+from cli_runs import batonlab
 
 TINY = ["env.num_envs=8", "agent.num_steps_per_env=8", "progress=false", "eval_episodes=0"]
 MCAP_MAGIC = b"\x89MCAP0\r\n"
