@@ -26,6 +26,7 @@ class ArrivalGaps:
         self._next = np.zeros(n, dtype=np.intp)
 
     def record(self, slots: np.ndarray | int, now: float) -> None:
+        """Record an arrival at `now` [s] on `slots`, keeping the gap since each slot's previous arrival."""
         slots = np.atleast_1d(slots)
         gap = now - self.last[slots]
         seen = np.isfinite(gap)

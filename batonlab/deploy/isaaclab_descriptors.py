@@ -83,6 +83,7 @@ class ArticulationDescriptor:
     """[N·m·s/rad], as `stiffness`."""
 
     def by_joint(self, values) -> dict[str, Any]:
+        """`values` keyed by joint name, in the articulation's joint order."""
         return dict(zip(self.joint_names, values))
 
 

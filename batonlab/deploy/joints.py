@@ -135,6 +135,7 @@ class JointStates:
     # Queries.
 
     def never_received(self) -> list[str]:
+        """The needed joints that no message has carried yet."""
         return [n for n, s in zip(self.needed, self.stamp) if s == -np.inf]
 
     def oldest(self, now: float) -> tuple[float, str]:
@@ -143,15 +144,18 @@ class JointStates:
         return now - float(self.stamp[k]), self.needed[k]
 
     def faults(self) -> list[str]:
+        """What is wrong with each joint whose last reading was implausible, one text per faulty joint."""
         return [self.fault_text[k] for k in np.flatnonzero(self.fault)]
 
     def non_finite(self, need_velocity: bool) -> list[str]:
+        """The needed joints whose position (or, with `need_velocity`, velocity) is not finite."""
         bad = ~np.isfinite(self.position)
         if need_velocity:
             bad |= ~np.isfinite(self.velocity)
         return [n for n, b in zip(self.needed, bad) if b]
 
     def without_velocity(self) -> list[str]:
+        """The needed joints whose velocity is not known (neither received nor estimated)."""
         return [n for n, known in zip(self.needed, self.has_velocity) if not known]
 
     # Private methods.

@@ -108,18 +108,22 @@ class Manifest:
 
     @property
     def input_name(self) -> str:
+        """Name of the ONNX policy's input."""
         return self.policy.input_name
 
     @property
     def output_name(self) -> str:
+        """Name of the ONNX policy's output."""
         return self.policy.output_name
 
     @property
     def obs_dim(self) -> int:
+        """Width of the policy input: the summed widths of the observation terms."""
         return sum(t.width for t in self.obs_terms)
 
     @property
     def action_dim(self) -> int:
+        """Width of the policy output: one action per policy joint."""
         return len(self.joints.names)
 
     @property
@@ -129,10 +133,12 @@ class Manifest:
 
     @property
     def control_rate_hz(self) -> float:
+        """Control rate [Hz]."""
         return self.control.rate_hz
 
     @property
     def joint_names(self) -> tuple[str, ...]:
+        """The policy's joints, in action order."""
         return self.joints.names
 
     @property
@@ -157,10 +163,12 @@ class Manifest:
 
     @property
     def kp(self) -> np.ndarray:
+        """(num_joints,) position gains of the PD actuators used in training [N·m/rad]."""
         return np.array(self.joints.kp, dtype=np.float64)
 
     @property
     def kd(self) -> np.ndarray:
+        """(num_joints,) damping gains of the PD actuators [N·m·s/rad]."""
         return np.array(self.joints.kd, dtype=np.float64)
 
     @property
@@ -314,6 +322,7 @@ def load_manifest(path: str | Path, verify_hash: bool = True) -> Manifest:
 
 
 def sha256_file(path: str | Path) -> str:
+    """The hex SHA-256 digest of the file at `path`."""
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):

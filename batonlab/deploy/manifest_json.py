@@ -30,6 +30,7 @@ def required(obj: Any, label: str, key: str, types):
 
 
 def required_number(obj: Any, label: str, key: str) -> float:
+    """`obj[key]` as a float, present, not null and an int or a float; `label` is the path of `obj`."""
     return float(required(obj, label, key, (int, float)))
 
 

@@ -99,12 +99,14 @@ class SensorSpec:
         return np.array(_AT_REST.get(self.source, (0.0,) * self.dim), dtype=np.float64)
 
     def to_json(self) -> dict[str, Any]:
+        """The sensor spec as a JSON object, with its `convention`."""
         return {"type": self.type, "dim": self.dim, "source": self.source, "frame": self.frame, "body": self.body,
                 "pos": list(self.pos), "quat": list(self.quat), "mujoco_sensors": list(self.mujoco_sensors),
                 "convention": self.convention}
 
     @classmethod
     def from_json(cls, data: dict, label: str) -> SensorSpec:
+        """The sensor spec of a JSON object; `ManifestError` naming `label` if a field is missing or malformed."""
         if not isinstance(data, dict):
             raise ManifestError(f"field '{label}' should be an object, got {type(data).__name__}")
         mujoco_sensors = data.get("mujoco_sensors") or []
@@ -141,12 +143,14 @@ class HeldJoints:
                 raise ManifestError(f"held_joints.{key} has {len(getattr(self, key))} values for {n} joints")
 
     def to_json(self) -> dict[str, Any]:
+        """The held joints as a JSON object, unlimited bounds written as null."""
         return {"names": list(self.names), "targets": list(self.targets),
                 "pos_limits": [[finite_or_null(lo), finite_or_null(hi)] for lo, hi in self.pos_limits],
                 "torque_limits": [finite_or_null(v) for v in self.torque_limits], "kp": list(self.kp), "kd": list(self.kd)}
 
     @classmethod
     def from_json(cls, data: dict) -> HeldJoints:
+        """The held joints of the manifest's `held_joints` object, null torque limits read as inf."""
         def get(key):
             return required(data, "held_joints", key, list)
 
@@ -167,10 +171,12 @@ class StopSpec:
     """"crouch": time to reach `pose` [s]."""
 
     def to_json(self) -> dict[str, Any]:
+        """The stop spec as a JSON object."""
         return {"behavior": self.behavior, "pose": dict(self.pose), "time_s": self.time_s}
 
     @classmethod
     def from_json(cls, data: dict) -> StopSpec:
+        """The stop spec of the manifest's `stop` object (`time_s` 1 s when absent)."""
         pose = data.get("pose") or {}
         if not isinstance(pose, dict):
             raise ManifestError(f"field 'stop.pose' should be an object, got {type(pose).__name__}")

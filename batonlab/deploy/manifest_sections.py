@@ -30,10 +30,12 @@ class PolicyFile:
     """Hash of the file; filled in by the export writer once the file is written."""
 
     def to_json(self) -> dict[str, Any]:
+        """The policy file section as a JSON object."""
         return {"file": self.file, "sha256": self.sha256, "input_name": self.input_name, "output_name": self.output_name}
 
     @classmethod
     def from_json(cls, data: dict) -> PolicyFile:
+        """The policy file section of the manifest's `policy` object (`sha256` may be null)."""
         sha256 = data.get("sha256")
         if sha256 is not None and not isinstance(sha256, str):
             raise ManifestError(f"field 'policy.sha256' should be str or null, got {type(sha256).__name__}")
@@ -62,13 +64,16 @@ class ControlTiming:
 
     @property
     def rate_hz(self) -> float:
+        """Control rate [Hz], the inverse of `dt`."""
         return 1.0 / self.dt
 
     def to_json(self) -> dict[str, Any]:
+        """The control timing as a JSON object."""
         return {"physics_dt": self.physics_dt, "decimation": self.decimation}
 
     @classmethod
     def from_json(cls, data: dict) -> ControlTiming:
+        """The control timing of the manifest's `control` object."""
         return cls(required_number(data, "control", "physics_dt"), required(data, "control", "decimation", int))
 
 
@@ -100,6 +105,7 @@ class ActuatedJoints:
                 raise ManifestError(f"joints.{key} has {len(getattr(self, key))} values for {n} joints")
 
     def to_json(self) -> dict[str, Any]:
+        """The actuated joints as a JSON object, unlimited bounds written as null."""
         def pairs(values):
             return [[finite_or_null(lo), finite_or_null(hi)] for lo, hi in values]
 
@@ -108,6 +114,7 @@ class ActuatedJoints:
 
     @classmethod
     def from_json(cls, data: dict) -> ActuatedJoints:
+        """The actuated joints of the manifest's `joints` object, null bounds and torque limits read as ±inf."""
         def get(key):
             return required(data, "joints", key, list)
 
@@ -140,11 +147,13 @@ class ActionTerm:
             raise ManifestError(f"action term '{self.name}' has {len(self.scale)} scales for {len(self.joints)} joints")
 
     def to_json(self) -> dict[str, Any]:
+        """The action term as a JSON object."""
         return {"name": self.name, "type": self.type, "joints": list(self.joints), "scale": list(self.scale),
                 "clip": list(self.clip) if self.clip is not None else None, "use_default_offset": self.use_default_offset}
 
     @classmethod
     def from_json(cls, data: dict, label: str) -> ActionTerm:
+        """The action term of the JSON object at `label`."""
         return cls(name=required(data, label, "name", str), type=required(data, label, "type", str),
                    joints=tuple(required(data, label, "joints", list)),
                    scale=numbers(required(data, label, "scale", list), f"{label}.scale"),
@@ -197,12 +206,14 @@ class ObsTermLayout:
         return self.size * max(1, self.history_length)
 
     def to_json(self) -> dict[str, Any]:
+        """The observation term's layout as a JSON object."""
         return {"name": self.name, "func": self.func, "params": self.params, "size": self.size,
                 "history_length": self.history_length, "scale": self.scale,
                 "clip": list(self.clip) if self.clip is not None else None, "noise_std": self.noise_std}
 
     @classmethod
     def from_json(cls, data: dict, label: str) -> ObsTermLayout:
+        """The observation term's layout of the JSON object at `label`, renamed functions mapped to their new paths."""
         params = data.get("params") or {}
         if not isinstance(params, dict):
             raise ManifestError(f"field '{label}.params' should be an object, got {type(params).__name__}")
@@ -232,11 +243,13 @@ class CommandSpec:
             raise ManifestError(f"command of type '{self.type}' has a default of {len(self.default)} values for dim {self.dim}")
 
     def to_json(self) -> dict[str, Any]:
+        """The command spec as a JSON object."""
         return {"type": self.type, "dim": self.dim, "fields": list(self.fields),
                 "default": list(self.default) if self.default is not None else None}
 
     @classmethod
     def from_json(cls, data: dict, label: str) -> CommandSpec:
+        """The command spec of the JSON object at `label` (no type, fields or default when absent)."""
         data = data if isinstance(data, dict) else {}
         fields, default = data.get("fields") or [], data.get("default")
         if not isinstance(fields, list):

@@ -56,6 +56,7 @@ class ObsContext:
         self.joint_index((*self.manifest.joint_names, *self.manifest.held_joints.names))
 
     def joint_index(self, names) -> np.ndarray:
+        """Add the joints not yet read to `joints` and return (len(names),) indices of `names` in it."""
         for name in names:
             if name not in self.joints:
                 self.joints.append(name)
@@ -78,6 +79,7 @@ class ObsContext:
                                 f"{'a pose' if pose else 'a vector'}")
 
     def default_pos(self, names) -> np.ndarray:
+        """The (len(names),) manifest default positions of `names` [rad or m]; `ManifestError` if one is missing."""
         missing = [n for n in names if n not in self.manifest.default_joint_pos]
         if missing:
             raise ManifestError(f"the manifest has no default position for joints {missing}")

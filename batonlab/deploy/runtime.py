@@ -159,6 +159,7 @@ class DeployRuntime:
 
     @property
     def state(self) -> State:
+        """The safety filter's current state."""
         return self.safety.state
 
     @property

@@ -26,6 +26,8 @@ DEFAULT_ESTOP_HEARTBEAT_TIMEOUT_S = 0.2
 
 
 class State(str, enum.Enum):
+    """The safety filter's states: passive, ramping up to the policy, running it, or stopped."""
+
     PASSIVE = "passive"
     RAMP = "ramp"
     RUN = "run"
@@ -124,6 +126,8 @@ class JointLimits:
 
 @dataclass(frozen=True)
 class Transition:
+    """A change of the safety filter's state at `time` [s], from `source` to `target`, and why."""
+
     time: float
     source: State
     target: State

@@ -54,6 +54,7 @@ class LoopTiming:
             self.overruns += 1
 
     def stats(self) -> dict[str, float | int]:
+        """Tick and overrun counts, tick-gap percentiles [ms] and step compute-time percentiles [µs] of the window."""
         gaps = np.array(self.gaps) if self.gaps else np.zeros(1)
         compute = np.array(self.compute) if self.compute else np.zeros(1)
         return {
