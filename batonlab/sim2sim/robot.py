@@ -295,6 +295,7 @@ class SimRobot:
         return self.env.sim.qpos[0, self._qadr].double().numpy(), self.env.sim.qvel[0, self._dadr].double().numpy()
 
     def sensor(self, name: str) -> np.ndarray:
+        """The (dim,) float64 reading of the named MuJoCo sensor."""
         return self.env.sim.sensor(name)[0].double().numpy()
 
     def pose(self, name: str) -> np.ndarray:
@@ -314,6 +315,7 @@ class SimRobot:
                 sim.sensordata[0].double().numpy().copy())
 
     def command(self, name: str) -> np.ndarray:
+        """The (dim,) float64 value of the task command `name`."""
         return self.env.command_manager.command(name)[0].double().numpy()
 
     def base_motion(self) -> BaseMotion:
@@ -367,6 +369,7 @@ class SimRobot:
         return float(np.linalg.norm(self.command(command) - self.sensor(sensor)))
 
     def close(self) -> None:
+        """Close the env."""
         self.env.close()
 
 

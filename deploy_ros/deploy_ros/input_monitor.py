@@ -22,6 +22,8 @@ def type_name(msg_type) -> str:
 
 @dataclass
 class WatchedInput:
+    """One watched input topic: the type and QoS the node reads it with, its publisher count and their problems."""
+
     name: str
     topic: str
     """Fully qualified topic name."""
@@ -39,6 +41,7 @@ class InputMonitor:
         self.inputs: dict[str, WatchedInput] = {}
 
     def watch(self, name: str, topic: str, msg_type, qos: QoSProfile) -> None:
+        """Watch the input `name` on `topic` (resolved to its full name), read as `msg_type` with `qos`."""
         self.inputs[name] = WatchedInput(name, self.node.resolve_topic_name(topic), type_name(msg_type), qos)
 
     def check(self) -> bool:
@@ -61,6 +64,7 @@ class InputMonitor:
         return changed
 
     def problems(self) -> list[str]:
+        """The problems of every watched input, as found by the last `check`."""
         return [p for w in self.inputs.values() for p in w.problems]
 
     def describe(self, name: str) -> str:
@@ -72,4 +76,5 @@ class InputMonitor:
         return text + (": " + "; ".join(watched.problems) if watched.problems else "")
 
     def report(self) -> dict[str, dict]:
+        """Per input name: its topic, publisher count and problems."""
         return {w.name: {"topic": w.topic, "publishers": w.publishers, "problems": list(w.problems)} for w in self.inputs.values()}

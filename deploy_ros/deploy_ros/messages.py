@@ -60,6 +60,7 @@ def vector_to_msg(values: Sequence[float], stamp=None, frame_id: str = ""):
 
 
 def msg_to_vector(msg) -> list[float]:
+    """The values of a PointStamped (3), PoseStamped (7: x, y, z, qw, qx, qy, qz), Twist (6) or multi-array message."""
     if isinstance(msg, PointStamped):
         return [msg.point.x, msg.point.y, msg.point.z]
     if isinstance(msg, PoseStamped):
@@ -114,6 +115,7 @@ def twist_to_command(msg: Twist, fields: Sequence[str], defaults: Sequence[float
 
 
 def float_array(values: Sequence[float], label: str = "") -> Float64MultiArray:
+    """The values as a Float64MultiArray, with one dimension labelled `label` when given."""
     msg = Float64MultiArray()
     if label:
         msg.layout.dim = [MultiArrayDimension(label=label, size=len(values), stride=len(values))]

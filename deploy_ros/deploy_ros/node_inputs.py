@@ -48,12 +48,15 @@ class TakenByTheControlStep(CallbackGroup):
     """
 
     def can_execute(self, entity) -> bool:
+        """Never: the executor does not run these subscriptions' callbacks."""
         return False
 
     def beginning_execution(self, entity) -> bool:
+        """Never: the executor does not start these subscriptions' callbacks."""
         return False
 
     def ending_execution(self, entity) -> None:
+        """Do nothing: no callback of this group ever runs."""
         pass
 
 

@@ -117,6 +117,7 @@ class PolicyNode(Node):
             self.refused.set_result(reason)
 
     def destroy_node(self):
+        """Close the recorder (printing the bag's status if one was open), then destroy the node."""
         status, self.recorder = self.recorder.close(), NullRecorder()
         if status:  # a bag was open
             print(f"[policy_node] recording closed: {status['recording']}, {status['recording_written']} messages, "

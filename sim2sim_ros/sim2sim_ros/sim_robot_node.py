@@ -56,6 +56,8 @@ PARAMETERS = {
 
 
 class SimRobotNode(Node):
+    """A task's MuJoCo scene as a ROS 2 robot: publishes its state and sensors, steps on the commands it receives."""
+
     def __init__(self, **kwargs):
         super().__init__("sim_robot_node", **kwargs)
         p = {name: self.declare_parameter(name, default).value for name, default in PARAMETERS.items()}
