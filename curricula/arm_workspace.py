@@ -185,6 +185,7 @@ class ArmWorkspaceCurriculum(CurriculumTerm):
         return workspace_progress({k: self.term.ranges[k] for k in self.limits}, self.start, self.limits)
 
     def state_dict(self) -> dict:
+        """The term's state for a checkpoint: the moved ranges, widening/narrowing counts, score, last update step."""
         return {
             "ranges": {k: torch.tensor(self.term.ranges[k], dtype=torch.float64) for k in self.limits},
             "num_widenings": self.num_widenings,
@@ -194,6 +195,7 @@ class ArmWorkspaceCurriculum(CurriculumTerm):
         }
 
     def load_state_dict(self, state: dict) -> None:
+        """Restore `state_dict()`'s output; a range this curriculum does not move is a KeyError."""
         for key, value in state["ranges"].items():
             if key not in self.limits:
                 raise KeyError(f"checkpoint has a range for '{key}', this curriculum moves {sorted(self.limits)}")

@@ -41,6 +41,7 @@ class BoltzmannBandit:
 
     @property
     def num_arms(self) -> int:
+        """Number of arms."""
         return self.values.numel()
 
     def update(self, rewards: torch.Tensor, observed: torch.Tensor) -> None:
@@ -63,9 +64,11 @@ class BoltzmannBandit:
         return torch.multinomial(self.probabilities(), n, replacement=True, generator=generator)
 
     def state_dict(self) -> dict:
+        """Copies of the arm values and update counts, for a checkpoint."""
         return {"values": self.values.clone(), "counts": self.counts.clone()}
 
     def load_state_dict(self, state: dict) -> None:
+        """Restore `state_dict()`'s output of a bandit with as many arms."""
         if state["values"].shape != self.values.shape:
             raise ValueError(f"bandit state has {state['values'].numel()} arms, this bandit has {self.num_arms}")
         self.values[:] = state["values"]
@@ -158,9 +161,11 @@ class TerrainBanditCurriculum(CurriculumTerm):
         self.previous_arm[:] = self.arm_of_env
 
     def state_dict(self) -> dict:
+        """The term's state for a checkpoint: the bandit's and the terrain's."""
         return {"bandit": self.bandit.state_dict(), "terrain": self.terrain.state_dict()}
 
     def load_state_dict(self, state: dict) -> None:
+        """Restore the bandit and the terrain; each env's current and previous arm become its restored tile's."""
         self.bandit.load_state_dict(state["bandit"])
         self.terrain.load_state_dict(state["terrain"])
         self.arm_of_env = self._arm_of_cell(self.terrain.levels, self.terrain.types).cpu()

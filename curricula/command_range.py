@@ -86,12 +86,14 @@ class CommandRangeCurriculum(CurriculumTerm):
         return log
 
     def state_dict(self) -> dict:
+        """The term's state for a checkpoint: the moved command ranges and the number of widenings."""
         return {
             "ranges": {k: torch.tensor(self.term.ranges[k]) for k in self.limits},
             "num_widenings": self.num_widenings,
         }
 
     def load_state_dict(self, state: dict) -> None:
+        """Restore `state_dict()`'s output into the command term's ranges."""
         for key, value in state["ranges"].items():
             self.term.ranges[key] = tuple(float(v) for v in value.tolist())
         self.num_widenings = int(state["num_widenings"])

@@ -89,9 +89,11 @@ class CostLimitSchedule(CurriculumTerm):
         self.limits[self.index] = values.to(self.limits.dtype)
 
     def state_dict(self) -> dict:
+        """The term's state for a checkpoint: the schedule's step and the names of its costs."""
         return {"step": self.step, "names": list(self.names)}
 
     def load_state_dict(self, state: dict) -> None:
+        """Set the limits to the checkpoint's step of the schedule; a checkpoint of other costs is a KeyError."""
         if list(state["names"]) != self.names:
             raise KeyError(f"checkpoint schedules costs {list(state['names'])}, this schedule {self.names}")
         self.step = 0

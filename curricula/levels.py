@@ -90,7 +90,9 @@ class TerrainLevels(CurriculumTerm):
         }
 
     def state_dict(self) -> dict:
+        """The term's state for a checkpoint: the terrain's."""
         return {"terrain": self.terrain.state_dict()}
 
     def load_state_dict(self, state: dict) -> None:
+        """Restore the terrain's state."""
         self.terrain.load_state_dict(state["terrain"])

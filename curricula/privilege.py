@@ -59,9 +59,11 @@ class PrivilegeSchedule(CurriculumTerm):
         return {"level": manager.level, "success_window": self.window_rate}
 
     def state_dict(self) -> dict:
+        """The term's state for a checkpoint: the success window, its count and the privilege level."""
         return {"window": self.window.cpu().clone(), "count": self.count, "level": self.env.privilege_manager.level}
 
     def load_state_dict(self, state: dict) -> None:
+        """Restore the success window, its count and the privilege level."""
         self.window[:] = state["window"].to(self.window.device)
         self.count = int(state["count"])
         self.env.privilege_manager.set_level(float(state["level"]))

@@ -145,6 +145,7 @@ class RewardBalanceCurriculum(CurriculumTerm):
                 self._cfgs[name].weight = self.initial[name] * self.scales[g].item()
 
     def state_dict(self) -> dict:
+        """The term's state for a checkpoint: the groups, their performance and scales, the update count and step."""
         return {
             "groups": list(self.groups),
             "performance": self.performance.clone(),
@@ -154,6 +155,7 @@ class RewardBalanceCurriculum(CurriculumTerm):
         }
 
     def load_state_dict(self, state: dict) -> None:
+        """Restore `state_dict()`'s output of the same groups and write the restored weights."""
         if list(state["groups"]) != list(self.groups):
             raise KeyError(f"checkpoint balances groups {list(state['groups'])}, this curriculum {list(self.groups)}")
         self.performance = state["performance"].to(torch.float64).cpu().clone()
