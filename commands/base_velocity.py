@@ -50,15 +50,18 @@ class BaseVelocityCommand(CommandTerm):
         self.metrics = {k: torch.zeros(env.num_envs, device=env.device) for k in metrics}
 
     def sample(self, n: int) -> torch.Tensor:
+        """(n, 3) commands uniform in `ranges` [m/s, rad/s, m], zero velocity for a `standing_fraction` of them."""
         cmd = torch.stack([self.env.uniform(n, *self.ranges[k]) for k in ("lin_vel_x", "ang_vel_z", "height")], dim=-1)
         standing = self.env.uniform(n, 0.0, 1.0) < self.standing_fraction
         cmd[standing, :2] = 0.0
         return cmd
 
     def default_value(self) -> tuple[float, ...]:
+        """Standing still at `default_height`: (0 m/s, 0 rad/s, default_height [m])."""
         return (0.0, 0.0, self.default_height)
 
     def update(self, dt: float) -> None:
+        """Accumulate the episode metrics over `dt` [s], then advance the timers and resample those that ran out."""
         vx = root_lin_vel_heading(self.env, self.joint)[:, 0]
         cmd_vx = self.command[:, 0]
         self.metrics["distance_commanded"] += cmd_vx.abs() * dt
@@ -68,6 +71,7 @@ class BaseVelocityCommand(CommandTerm):
         super().update(dt)
 
     def reset(self, env_ids: torch.Tensor) -> dict[str, float]:
+        """Zero the metrics of the envs that reset and draw their fresh commands and timers."""
         for value in self.metrics.values():
             value[env_ids] = 0.0
         return super().reset(env_ids)

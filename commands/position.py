@@ -42,6 +42,7 @@ class UniformPositionCommand(PositionCommand):
         self.mocap_id = self.marker_id(marker_mocap)
 
     def sample(self, n: int) -> torch.Tensor:
+        """(n, 3) targets uniform in the box of the base frame [m]."""
         return self.low + (self.high - self.low) * self.env.uniform((n, 3), 0.0, 1.0)
 
     def _resample(self, env_ids: torch.Tensor) -> None:

@@ -60,6 +60,7 @@ class HingeAssist(PrivilegeTerm):
         return (env.sim.sensor(self.handle_sensor) - env.sim.sensor(self.ee_sensor)).norm(dim=1) < self.radius
 
     def apply(self, env) -> None:
+        """Add `λ · near · clip(kp · (target − θ), 0, max_torque)` [N·m] about the hinge axis to the door panel."""
         level = env.privilege_manager.level
         if level <= 0.0:
             self.torque.zero_()

@@ -89,9 +89,11 @@ class RelaxedContacts(PrivilegeTerm):
         return {"pair_friction": self.nominal["pair_friction"] * self.friction_scale, "pair_solref": solref}
 
     def reset(self, env_ids: torch.Tensor) -> None:
+        """Give the resetting envs' pairs the relaxed parameters while λ is above `threshold`, else the nominal ones."""
         self._write(env_ids, self.is_relaxing)
 
     def on_level_change(self, env) -> None:
+        """Switch every env's pairs to relaxed or nominal parameters now, following the new λ."""
         self._write(env.all_env_ids, self.is_relaxing)
 
     def _write(self, env_ids: torch.Tensor, relax: bool) -> None:

@@ -49,19 +49,23 @@ class VirtualForceAction(ActionTerm):
 
     @property
     def action_dim(self) -> int:
+        """3 (a force) or 6 (a force, then a torque, when `max_torque` > 0)."""
         return 6 if self.max_torque > 0 else 3
 
     def process(self, actions: torch.Tensor) -> None:
+        """Keep the raw actions and clamp them to [-1, 1], scaled to a wrench (num_envs, 3 or 6) [N, N·m]."""
         self.raw_actions[:] = actions
         limits = torch.tensor([self.max_force] * 3 + [self.max_torque] * (self.action_dim - 3), device=actions.device)
         self.processed_actions[:] = actions.clamp(-1.0, 1.0) * limits
 
     def apply(self, ctrl: torch.Tensor) -> None:
+        """Add λ times the processed wrench to the body's `xfrc_applied` (world frame) while λ > 0."""
         level = self.env.privilege_manager.level
         if level > 0.0:
             self.env.sim.xfrc_applied[:, self.body_id, : self.action_dim] += level * self.processed_actions
 
     def reset(self, env_ids: torch.Tensor) -> None:
+        """Zero the raw and processed actions of the envs that reset."""
         self.raw_actions[env_ids] = 0.0
         self.processed_actions[env_ids] = 0.0
 
@@ -117,6 +121,7 @@ class AttractionForce(PrivilegeTerm):
         return (readings > self.touch_threshold).all(dim=1)
 
     def apply(self, env) -> None:
+        """Add λ · (the pull toward the site within `radius` + the lift while held) [N] to the body's `xfrc_applied`."""
         level = env.privilege_manager.level
         if level <= 0.0:
             self.force.zero_()
