@@ -138,6 +138,7 @@ class EndEffectorTargetCommand(PositionCommand):
         self.command[env_ids] = here
 
     def update(self, dt: float) -> None:
+        """Glide the target from `start` to `goal` (smoothstep over `transition_s`), accumulate metrics, resample."""
         self.phase = (self.phase + dt / self.transition_s).clamp(max=1.0)
         s = self.phase * self.phase * (3.0 - 2.0 * self.phase)
         self.command[:] = self.start + (self.goal - self.start) * s.unsqueeze(-1)
@@ -149,6 +150,7 @@ class EndEffectorTargetCommand(PositionCommand):
         self._move_marker()
 
     def reset(self, env_ids: torch.Tensor) -> dict[str, float]:
+        """Start the resetting envs' target at the stowed position, zero their metrics, draw their first goal."""
         # A new episode starts with the arm stowed: the target starts there and glides to the first draw.
         self.command[env_ids] = self.stowed_position
         for index, value in self._fixed.items():
