@@ -33,6 +33,7 @@ class JointAction(ActionTerm):
 
     @property
     def action_dim(self) -> int:
+        """One action per joint in `joint_names`."""
         return len(self.joint_names)
 
     def process(self, actions: torch.Tensor) -> None:
@@ -48,6 +49,7 @@ class JointAction(ActionTerm):
         ctrl.index_copy_(1, self.actuator_ids, targets)
 
     def reset(self, env_ids: torch.Tensor) -> None:
+        """Zero the raw actions of the envs that reset."""
         self.raw_actions[env_ids] = 0.0
 
     def saturation_bounds(self) -> tuple[torch.Tensor, torch.Tensor]:

@@ -61,6 +61,7 @@ class TerrainCfg:
     """Seed of the terrain generator (the terrain is the same in every run with the same config)."""
 
     def validate(self) -> None:
+        """Raise `ValueError` for an unknown kind or type, no level or type, or `max_init_level` out of range."""
         if self.kind not in ("plane", "grid"):
             raise ValueError(f"terrain.kind must be 'plane' or 'grid', got {self.kind!r}")
         unknown = [t for t in self.types if t not in TERRAIN_TYPES]
@@ -253,6 +254,7 @@ class TerrainState:
 
     @property
     def tile_size(self) -> float:
+        """Side of one tile [m] (inf without a terrain)."""
         return self.terrain.cfg.tile_size if self.terrain is not None else float("inf")
 
     def update_levels(self, env_ids: torch.Tensor, move_up: torch.Tensor, move_down: torch.Tensor) -> None:
@@ -275,6 +277,7 @@ class TerrainState:
         self._refresh(env_ids)
 
     def state_dict(self) -> dict:
+        """Copies of each env's level and type (num_envs,), for a checkpoint."""
         return {"levels": self.levels.clone(), "types": self.types.clone()}
 
     def load_state_dict(self, state: dict) -> None:

@@ -57,6 +57,7 @@ class PotentialShaping(ManagerTerm):
         return shaping / env.step_dt
 
     def reset(self, env_ids: torch.Tensor) -> None:
+        """Take Φ(s) of the resetting envs from their new episode's first state (nothing when the term is off)."""
         if self.off:
             return
         # Called after the reset envs got their new state: their next step starts from it.
@@ -117,6 +118,7 @@ class ProgressCountBonus(ManagerTerm):
         return self.beta / self.counts[bin_ids].sqrt()
 
     def close(self) -> None:
+        """Stop the sandboxed progress function's child process, if the term has one."""
         if self.function is not None:
             self.function.close()
 
@@ -165,4 +167,5 @@ class GeneratedReward(ManagerTerm):
         return stats
 
     def close(self) -> None:
+        """Stop the sandboxed reward function's child process."""
         self.function.close()

@@ -37,6 +37,7 @@ class LiftProgress(ProgressTerm):
         return torch.stack([distance, object_height(env, self.body, self.event)], dim=1)
 
     def progress(self, measures: torch.Tensor, start: torch.Tensor | None = None) -> torch.Tensor:
+        """(...) progress in [0, 1]: half the reach `1 - d / d_ref`, half the lift (height / `height`), each clipped."""
         reference = self.distance_scale if start is None else start[..., 0].clamp(min=1e-6)
         reach = (1.0 - measures[..., 0] / reference).clamp(0.0, 1.0)
         return 0.5 * reach + 0.5 * (measures[..., 1] / self.height).clamp(0.0, 1.0)

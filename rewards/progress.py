@@ -108,6 +108,7 @@ class ProgressReward(ManagerTerm):
         return reward
 
     def reset(self, env_ids: torch.Tensor) -> None:
+        """Zero the best, latest progress and confidence of the envs that reset (nothing when the term is off)."""
         if self.off:
             return
         self.best[env_ids] = 0.0

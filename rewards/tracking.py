@@ -35,6 +35,7 @@ class PositionCommandProgress(ProgressTerm):
         return position_command_error(env, self.command, self.sensor).unsqueeze(-1)
 
     def progress(self, measures: torch.Tensor, start: torch.Tensor | None = None) -> torch.Tensor:
+        """(...) progress `1 - d / d_ref` clipped to [0, 1]; d_ref: `distance_scale` or the start distance [m]."""
         reference = self.distance_scale if start is None else start[..., 0].clamp(min=1e-6)
         return (1.0 - measures[..., 0] / reference).clamp(0.0, 1.0)
 
