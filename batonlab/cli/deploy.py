@@ -201,6 +201,7 @@ def dry_run_export(manifest) -> None:
 
 
 def run(args: list[str]) -> int:
+    """`batonlab deploy`: check an export (and with `--sim`, run it sim-to-sim over ROS 2); returns the exit code."""
     parser = argparse.ArgumentParser(prog="batonlab deploy", description=__doc__.split("\n\n")[0])
     parser.add_argument("target", type=Path, help="export folder, checkpoint (model_*.pt) or run folder")
     parser.add_argument("--sim", action="store_true", help="run sim-to-sim over ROS 2 (sim_robot_node + policy_node)")

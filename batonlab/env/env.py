@@ -81,15 +81,18 @@ class BatonEnv:
 
     @property
     def num_actions(self) -> int:
+        """Width of the policy output: the summed widths of the action terms."""
         return self.action_manager.action_dim
 
     # Random numbers from the env's own generator (seeded runs are reproducible).
 
     def uniform(self, shape, low: float | torch.Tensor, high: float | torch.Tensor) -> torch.Tensor:
+        """A tensor of `shape` uniform in [low, high), drawn from the env's generator on its device."""
         shape = (shape,) if isinstance(shape, int) else tuple(shape)
         return low + (high - low) * torch.rand(shape, generator=self.generator, device=self.device)
 
     def normal(self, shape) -> torch.Tensor:
+        """A tensor of `shape` of standard normal draws from the env's generator on its device."""
         shape = (shape,) if isinstance(shape, int) else tuple(shape)
         return torch.randn(shape, generator=self.generator, device=self.device)
 
@@ -161,6 +164,7 @@ class BatonEnv:
         return self.obs, self.extras
 
     def get_observations(self) -> TensorDict:
+        """The observations of the last step or reset: a TensorDict of (num_envs, dim) tensors by group."""
         return self.obs
 
     def render(self, env_ids=(0,), size: tuple[int, int] = (240, 320), effects: bool = True, camera: str | None = None,
@@ -189,6 +193,7 @@ class BatonEnv:
         return self.progress_term(self).float()
 
     def close(self) -> None:
+        """Close the simulation backend."""
         self.sim.close()
 
     # Private methods.
