@@ -56,7 +56,7 @@ PARAMETERS = {
 
 
 class SimRobotNode(Node):
-    """A task's MuJoCo scene as a ROS 2 robot: publishes its state, sensors and task commands, applies joint commands."""
+    """A task's MuJoCo scene as a ROS 2 robot: publishes state, sensors and task commands, applies joint commands."""
 
     def __init__(self, **kwargs):
         super().__init__("sim_robot_node", **kwargs)
