@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import abc
 import functools
 import inspect
 from typing import Any, Callable
@@ -41,18 +42,18 @@ class PrivilegeTerm(ManagerTerm):
         """λ changed for every env at once (evaluation); contact switches follow it now, not at the next reset."""
 
 
-class ProgressTerm(ManagerTerm):
+class ProgressTerm(ManagerTerm, abc.ABC):
     """The simulator's true task progress (`TaskCfg.progress`): a measurement of the state, and the progress it means,
     on its own or from where the episode started."""
 
+    @abc.abstractmethod
     def measure(self, env) -> torch.Tensor:
         """(num_envs, k) the raw state progress is read from (distances [m], heights [m])."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def progress(self, measures: torch.Tensor, start: torch.Tensor | None = None) -> torch.Tensor:
         """(..., k) measurements → (...) progress in [0, 1]; with `start` (..., k), the episode's first measurement,
         progress counts from where the episode began (None: from the task's fixed scale)."""
-        raise NotImplementedError
 
     def __call__(self, env) -> torch.Tensor:
         """(num_envs,) progress of the current state, on the task's fixed scale."""
