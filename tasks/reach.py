@@ -5,7 +5,8 @@ The `arm_reach` recipe (observations, rewards, randomisation, success within 3 c
 settings) over the arm of a robot description (`batonlab.robots.description`): select it with
 `batonlab train task=reach robot=path/to/robot.yaml`; without `robot=` it is arm6
 (`assets/arm6/arm6.yaml`), and then the same task as `arm_reach`. The robot needs a fixed base and an
-`ee_site`; its position-controlled joints are the actions, in the description's order.
+`ee_site`; its position-controlled joints are the actions, in the description's order, except its
+`held_joints` (fingers), which hold their default position (`hold_pose` event, `deploy.held_joints`).
 
 The workspace box is where targets are drawn, in the robot's base frame [m]: the params `x_range`,
 `y_range` and `z_range` of the `ee_target` command. The default, `arm_reach`'s box, suits arms of
@@ -36,7 +37,8 @@ from pathlib import Path
 
 import mujoco
 
-from batonlab.env.cfg import SceneCfg, TaskCfg
+from batonlab import events
+from batonlab.env.cfg import EventTermCfg, SceneCfg, TaskCfg
 from batonlab.rl.cfg import RunnerCfg
 from batonlab.robots.assets import asset_path
 from batonlab.robots.description import RobotDescription, RobotDescriptionError
@@ -81,6 +83,10 @@ def make_reach_cfg(play: bool = False, robot: str | Path | None = None) -> TaskC
         for term in obs_group.terms.values():
             if "joints" in term.params:
                 term.params["joints"] = joints
+    if description.held_joints:
+        cfg.deploy.held_joints = description.held_joints
+        cfg.events["hold_pose"] = EventTermCfg(func=events.hold_default_pose, mode="reset",
+                                               params={"joints": description.held_joints})
     return cfg
 
 
@@ -89,7 +95,7 @@ def make_reach_agent_cfg() -> RunnerCfg:
 
 
 def reach_joints(description: RobotDescription) -> tuple[str, ...]:
-    """The joints a reach policy drives: the description's position-controlled ones, in its order.
+    """The joints a reach policy drives: the description's position-controlled ones that are not held, in its order.
 
     Raises:
         RobotDescriptionError: the robot has no end effector, a floating base or no position-controlled joint.
@@ -99,7 +105,7 @@ def reach_joints(description: RobotDescription) -> tuple[str, ...]:
         raise RobotDescriptionError(f"{where} has no end effector: set `ee_site` (a site or body) in its description")
     if description.base != "fixed":
         raise RobotDescriptionError(f"{where} has a {description.base} base; reach mounts an arm on a table (base: fixed)")
-    joints = tuple(j.name for j in description.joints if j.control == "position")
+    joints = tuple(n for n in description.policy_joint_names if description.joint(n).control == "position")
     if not joints:
         raise RobotDescriptionError(f"{where} has no position-controlled joint to act on")
     return joints

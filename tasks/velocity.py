@@ -107,7 +107,7 @@ def description_robot(source: str | Path | dict | RobotDescription) -> MobileRob
     if stray:
         raise ValueError(f"robot '{description.name}': velocity-controlled joints {stray} move no foot; task velocity "
                          f"drives wheels (velocity) and legs (position) and holds the other joints at their default pose")
-    legs = tuple(j for j in stance.legs if control[j] == "position")
+    legs = tuple(j for j in stance.legs if control[j] == "position" and j not in description.held_joints)
     mirrored = [(a, b) for a, b in zip(*stance.mirror) if a in legs and b in legs]
 
     def build() -> mujoco.MjSpec:
@@ -132,7 +132,8 @@ def description_robot(source: str | Path | dict | RobotDescription) -> MobileRob
         mirror=(tuple(a for a, _ in mirrored), tuple(b for _, b in mirrored)),
         nominal_height=stance.standing_height,
         camera=TRACK_CAMERA,
-        deploy=DeployCfg(held_joints=stance.riders),
+        deploy=DeployCfg(held_joints=tuple(j for j in description.joint_names
+                                           if j in stance.riders or j in description.held_joints)),
     )
 
 

@@ -13,6 +13,11 @@
 The arm: a fixed `base_link`, five revolute joints (yaw, pitch, pitch, pitch, continuous roll) and a
 `tool0` link on a fixed joint. `ARM_JOINTS` is the table the URDF is written from, so a test can
 compute forward kinematics without MuJoCo.
+
+`write_urdf_arm(folder, gripper=True)` gives the arm a two-finger gripper instead, as vendor arms come:
+a `hand` link on `tool0`, `finger_left` (prismatic) and `finger_right` (a URDF `<mimic>` of it), and the
+description `test_arm_gripper.yaml`, whose tool centre point sits `TCP_OFFSET_M` past the hand
+(`ee_site: {parent: hand, pos: ...}`) and whose fingers are held (`held_joints`).
 """
 
 from __future__ import annotations
@@ -73,7 +78,43 @@ collision_exclusions: [[base_link, link3]]
 """The description `write_urdf_arm` writes next to the package."""
 
 
-def write_urdf_arm(folder: str | Path) -> Path:
+TCP_OFFSET_M = 0.10
+"""Distance of the gripper arm's tool centre point past the origin of its `hand` link, along the hand's z [m]."""
+
+FINGER_JOINTS = ("finger_left", "finger_right")
+"""The gripper's prismatic joints; `finger_right` mimics `finger_left`."""
+
+GRIPPER_DESCRIPTION_YAML = f"""\
+name: test_arm_gripper
+model: {PACKAGE}/urdf/test_arm_gripper.urdf
+package_roots: {{{PACKAGE}: {PACKAGE}}}
+base: fixed
+actuators:
+  - joints: ["shoulder_.*"]
+    control: position
+    stiffness: 120.0
+    damping: 6.0
+    effort_limit: 50.0
+    armature: 0.02
+  - joints: ["elbow", "wrist_.*"]
+    control: position
+    stiffness: 40.0
+    damping: 2.0
+    armature: 0.02
+  - joints: finger_left     # finger_right follows it (URDF <mimic>)
+    control: position
+    stiffness: 200.0
+    damping: 4.0
+    armature: 0.0
+default_joint_pos: {{"elbow": 1.0, "shoulder_pitch": 0.3, "finger_left": 0.02, ".*": 0.0}}
+held_joints: [finger_left]
+ee_site: {{parent: hand, pos: [0.0, 0.0, {TCP_OFFSET_M}]}}
+collision_exclusions: [[base_link, link3]]
+"""
+"""The gripper arm's description: TCP past the hand, fingers held open at 2 cm."""
+
+
+def write_urdf_arm(folder: str | Path, gripper: bool = False) -> Path:
     """Write the arm's package (URDF + binary STL meshes) and its description into `folder`; returns the YAML path."""
     folder = Path(folder)
     meshes, urdf_dir = folder / PACKAGE / "meshes", folder / PACKAGE / "urdf"
@@ -82,13 +123,14 @@ def write_urdf_arm(folder: str | Path) -> Path:
     write_binary_stl(meshes / "link_box.stl", *box_mesh((0.035, 0.035, 0.5)))
     write_binary_stl(meshes / "link_cylinder.stl", *cylinder_mesh(radius=0.03, length=1.0))
     (urdf_dir / "test_arm.urdf").write_text(arm_urdf())
-    path = folder / "test_arm.yaml"
-    path.write_text(DESCRIPTION_YAML)
+    (urdf_dir / "test_arm_gripper.urdf").write_text(arm_urdf(gripper=True))
+    path = folder / ("test_arm_gripper.yaml" if gripper else "test_arm.yaml")
+    path.write_text(GRIPPER_DESCRIPTION_YAML if gripper else DESCRIPTION_YAML)
     return path
 
 
-def arm_urdf() -> str:
-    """The arm's URDF text (meshes: visual by `package://`, collision by a relative path)."""
+def arm_urdf(gripper: bool = False) -> str:
+    """The arm's URDF text (meshes: visual by `package://`, collision by a relative path), with or without its gripper."""
     parts = ['<?xml version="1.0"?>', '<robot name="test_arm">']
     for link in LINKS:
         length = LINK_LENGTHS[link]
@@ -123,9 +165,31 @@ def arm_urdf() -> str:
         f'    <parent link="{TOOL_JOINT["parent"]}"/><child link="{TOOL_JOINT["child"]}"/>',
         f'    <origin xyz="{_vec(TOOL_JOINT["xyz"])}" rpy="{_vec(TOOL_JOINT["rpy"])}"/>',
         "  </joint>",
-        "</robot>",
     ]
+    if gripper:
+        parts += _gripper_urdf()
+    parts.append("</robot>")
     return "\n".join(parts) + "\n"
+
+
+def _gripper_urdf() -> list[str]:
+    """URDF lines of a hand on `tool0` with two prismatic fingers, the right one a `<mimic>` of the left."""
+
+    def link(name: str, mass: float, size: float) -> list[str]:
+        inertia = mass * size**2 / 6
+        return [f'  <link name="{name}"><inertial><origin xyz="0 0 {size / 2}"/><mass value="{mass}"/>'
+                f'<inertia ixx="{inertia:.7f}" iyy="{inertia:.7f}" izz="{inertia:.7f}" ixy="0" ixz="0" iyz="0"/>'
+                f'</inertial><visual><origin xyz="0 0 {size / 2}"/><geometry><mesh filename="package://{PACKAGE}/'
+                f'meshes/link_box.stl" scale="1 1 {size}"/></geometry></visual></link>']
+
+    lines = [*link("hand", 0.4, 0.06), *link("finger_left_link", 0.05, 0.04), *link("finger_right_link", 0.05, 0.04),
+             '  <joint name="hand_fixed" type="fixed"><parent link="tool0"/><child link="hand"/></joint>']
+    for name, side in (("finger_left", 1), ("finger_right", -1)):
+        mimic = '<mimic joint="finger_left" multiplier="1" offset="0"/>' if name == "finger_right" else ""
+        lines.append(f'  <joint name="{name}" type="prismatic"><parent link="hand"/><child link="{name}_link"/>'
+                     f'<origin xyz="0 0 0.06"/><axis xyz="0 {side} 0"/>'
+                     f'<limit lower="0" upper="0.04" effort="20" velocity="0.2"/>{mimic}</joint>')
+    return lines
 
 
 def tool_position(joint_pos: dict[str, float]) -> np.ndarray:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import re
 import warnings
 from pathlib import Path
 
@@ -41,8 +42,17 @@ def attach(parent: mujoco.MjSpec, child: mujoco.MjSpec, frame: mujoco.MjsFrame, 
         mujoco.set_mju_user_warning(previous)
 
 
+QUIET_COMPILER_WARNINGS = (
+    "Attaching a spec with an empty prefix",
+    "obj_decoder: invalid or missing face texture coordinate",
+)
+"""Starts of MuJoCo compiler warnings that do not apply to batonlab: empty-prefix attachment (composed
+scenes are rebuilt, never saved) and OBJ texture coordinates MuJoCo drops (robot meshes carry no texture)."""
+
+
 def compile_spec(spec: mujoco.MjSpec) -> mujoco.MjModel:
-    """Compile a composed scene; MuJoCo repeats the empty-prefix warning here, which does not apply."""
+    """Compile a spec (a composed scene or a robot file) without the warnings of `QUIET_COMPILER_WARNINGS`."""
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Attaching a spec with an empty prefix")
+        for message in QUIET_COMPILER_WARNINGS:
+            warnings.filterwarnings("ignore", message=re.escape(message))
         return spec.compile()

@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import mujoco
+import numpy as np
 import yaml
 
 from batonlab.robots.model_file import RobotFile, read_robot_file
@@ -21,10 +23,11 @@ CONTROL_KINDS = ("position", "velocity")
 BASE_KINDS = ("fixed", "floating")
 """A fixed base is welded to its parent frame; a floating base gets a free joint."""
 
-_TOP_KEYS = ("name", "model", "package_roots", "base", "actuators", "default_joint_pos", "ee_site", "imu_site",
-             "collision_exclusions")
+_TOP_KEYS = ("name", "model", "package_roots", "base", "actuators", "default_joint_pos", "held_joints", "ee_site",
+             "imu_site", "gravity_compensation", "collision_exclusions")
 _REQUIRED_KEYS = ("name", "model", "base", "actuators", "default_joint_pos")
 _GROUP_KEYS = ("joints", "control", "stiffness", "damping", "effort_limit", "velocity_limit", "armature")
+_SITE_KEYS = ("parent", "pos", "quat", "rpy")
 
 
 class RobotDescriptionError(ValueError):
@@ -68,6 +71,16 @@ class JointDrive:
 
 
 @dataclass(frozen=True)
+class SiteOffset:
+    """Where a site sits in the frame of the site or body it is given relative to."""
+
+    pos: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    """Position in the parent frame [m]."""
+    quat: tuple[float, float, float, float] = (1.0, 0.0, 0.0, 0.0)
+    """Orientation in the parent frame (unit quaternion w, x, y, z)."""
+
+
+@dataclass(frozen=True)
 class RobotDescription:
     """A robot model file plus how its joints are driven; what `batonlab.robots.load` builds a robot from."""
 
@@ -82,9 +95,19 @@ class RobotDescription:
     joints: tuple[JointDrive, ...] = ()
     """The actuated joints, in model order (the order of their actuators)."""
     ee_site: str = ""
-    """Site or body of the end effector ("" for none); the loaded robot calls it site `ee`."""
+    """Site or body of the end effector ("" for none), or the parent of `ee_offset`; the loaded robot
+    calls it site `ee`."""
+    ee_offset: SiteOffset = SiteOffset()
+    """The end effector (a tool centre point) in the frame of `ee_site`."""
     imu_site: str = ""
-    """Site or body of the IMU ("" for none); the loaded robot calls it site `imu`."""
+    """Site or body of the IMU ("" for none), or the parent of `imu_offset`; the loaded robot calls it site `imu`."""
+    imu_offset: SiteOffset = SiteOffset()
+    """The IMU in the frame of `imu_site`."""
+    held_joints: tuple[str, ...] = ()
+    """Actuated joints no policy drives: their servos hold them at their default position (fingers, a stowed arm)."""
+    gravity_compensation: bool = False
+    """Gravity on the robot's bodies is cancelled by its joint servos (a feed-forward torque within their
+    effort limits), as on arms whose controllers compensate gravity."""
     collision_exclusions: tuple[tuple[str, str], ...] = ()
     """Body pairs whose contacts are ignored."""
 
@@ -97,6 +120,21 @@ class RobotDescription:
         repeated = sorted({n for n in names if names.count(n) > 1})
         if repeated:
             raise RobotDescriptionError(f"robot '{self.name}': joints {repeated} are described more than once")
+        if self.gravity_compensation and self.base != "fixed":
+            raise RobotDescriptionError(f"robot '{self.name}': gravity_compensation needs a fixed base (on a floating "
+                                        f"base it would make the whole robot weightless)")
+        spinning = [j.name for j in self.joints if j.name in self.held_joints and j.control != "position"]
+        if spinning:
+            raise RobotDescriptionError(f"robot '{self.name}': held_joints {spinning} are velocity-controlled; a held "
+                                        f"joint keeps its default position, so its servo must be position-controlled")
+        if set(self.held_joints) >= set(names):
+            raise RobotDescriptionError(f"robot '{self.name}': held_joints hold every actuated joint; "
+                                        f"a policy needs at least one joint to drive")
+
+    @property
+    def policy_joint_names(self) -> tuple[str, ...]:
+        """Actuated joints a policy may drive (the actuated ones that are not held), in model order."""
+        return tuple(j.name for j in self.joints if j.name not in self.held_joints)
 
     @property
     def joint_names(self) -> tuple[str, ...]:
@@ -150,14 +188,28 @@ def load_description(source: str | Path | dict, model: str | Path | None = None)
     exclusions = raw.get("collision_exclusions") or []
     if not isinstance(exclusions, list) or any(not isinstance(p, (list, tuple)) or len(p) != 2 for p in exclusions):
         raise RobotDescriptionError(f"collision_exclusions must be a list of body pairs, got {exclusions!r}")
+    held = raw.get("held_joints") or []
+    if not isinstance(held, list) or not all(isinstance(p, str) for p in held):
+        raise RobotDescriptionError(f"held_joints must be a list of joint regexes, got {held!r}")
+    actuated = [d.name for d in drives]
+    held_names = {n for p in held for n in _matching(p, actuated, "held_joints", "actuated joint")}
+    compensated = raw.get("gravity_compensation", False)
+    if not isinstance(compensated, bool):
+        raise RobotDescriptionError(f"gravity_compensation must be true or false, got {compensated!r}")
+    ee_site, ee_offset = _site("ee_site", raw.get("ee_site"))
+    imu_site, imu_offset = _site("imu_site", raw.get("imu_site"))
     description = RobotDescription(
         name=str(raw["name"]),
         model=robot.path,
         package_roots=package_roots,
         base=str(raw["base"]),
         joints=drives,
-        ee_site=str(raw.get("ee_site") or ""),
-        imu_site=str(raw.get("imu_site") or ""),
+        ee_site=ee_site,
+        ee_offset=ee_offset,
+        imu_site=imu_site,
+        imu_offset=imu_offset,
+        held_joints=tuple(n for n in actuated if n in held_names),
+        gravity_compensation=compensated,
         collision_exclusions=tuple((str(a), str(b)) for a, b in exclusions),
     )
     check_against_model(description, robot)
@@ -172,6 +224,10 @@ def check_against_model(description: RobotDescription, robot: RobotFile) -> None
         if joint is None:
             raise RobotDescriptionError(f"joint '{drive.name}' is not a hinge or slide joint of {robot.path}; "
                                         f"those are {known}")
+        if drive.name in robot.followers:
+            raise RobotDescriptionError(f"joint '{drive.name}' follows joint '{robot.followers[drive.name]}' in "
+                                        f"{robot.path} (a URDF <mimic> or an MJCF joint equality): describe only "
+                                        f"its leader; it moves with it")
         if joint.range is not None and not joint.range[0] <= drive.default_pos <= joint.range[1]:
             raise RobotDescriptionError(f"joint '{drive.name}': default position {drive.default_pos} is outside "
                                         f"its range {list(joint.range)}")
@@ -188,6 +244,41 @@ def check_against_model(description: RobotDescription, robot: RobotFile) -> None
 
 
 # Private helpers.
+
+
+def _site(key: str, value) -> tuple[str, SiteOffset]:
+    """`ee_site`/`imu_site` as a name, or as {parent, pos, quat | rpy} (a site placed in a parent's frame)."""
+    if value is None or value == "":
+        return "", SiteOffset()
+    if isinstance(value, str):
+        return value, SiteOffset()
+    if not isinstance(value, dict):
+        raise RobotDescriptionError(f"{key} must be a site or body name, or a mapping with keys {list(_SITE_KEYS)} "
+                                    f"(parent: a site or body; pos [m]; quat w x y z or rpy [rad]), got {value!r}")
+    _check_keys(key, value, _SITE_KEYS, ("parent",))
+    if "quat" in value and "rpy" in value:
+        raise RobotDescriptionError(f"{key}: give its orientation as quat or as rpy, not both")
+    pos = _vector(f"{key}.pos", value.get("pos", [0.0, 0.0, 0.0]), 3)
+    if "rpy" in value:
+        quat = np.zeros(4)
+        mujoco.mju_euler2Quat(quat, np.asarray(_vector(f"{key}.rpy", value["rpy"], 3)), "XYZ")
+    else:
+        quat = np.asarray(_vector(f"{key}.quat", value.get("quat", [1.0, 0.0, 0.0, 0.0]), 4))
+        norm = float(np.linalg.norm(quat))
+        if abs(norm - 1.0) > 1e-3:
+            raise RobotDescriptionError(f"{key}.quat must be a unit quaternion (w, x, y, z), got {list(quat)} "
+                                        f"(norm {norm:.4f})")
+        quat = quat / norm
+    return str(value["parent"]), SiteOffset(pos, tuple(float(q) for q in quat))
+
+
+def _vector(where: str, value, size: int) -> tuple[float, ...]:
+    if not isinstance(value, (list, tuple)) or len(value) != size:
+        raise RobotDescriptionError(f"{where} must be a list of {size} numbers, got {value!r}")
+    numbers = tuple(_number(where, v) for v in value)
+    if not all(math.isfinite(v) for v in numbers):
+        raise RobotDescriptionError(f"{where} must be finite, got {list(numbers)}")
+    return numbers
 
 
 def _resolve_drives(groups, default_joint_pos, robot: RobotFile) -> tuple[JointDrive, ...]:

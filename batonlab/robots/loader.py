@@ -13,7 +13,13 @@ import mujoco
 import numpy as np
 
 from batonlab.robots.assets import attach
-from batonlab.robots.description import RobotDescription, RobotDescriptionError, check_against_model, load_description
+from batonlab.robots.description import (
+    RobotDescription,
+    RobotDescriptionError,
+    SiteOffset,
+    check_against_model,
+    load_description,
+)
 from batonlab.robots.model_file import RobotFile, read_robot_file
 
 EE_SITE = "ee"
@@ -52,15 +58,17 @@ def load(source: RobotDescription | str | Path, description: RobotDescription | 
     _set_base(spec, root, desc.base)
     _drive_joints(spec, desc, robot)
     if desc.ee_site:
-        _add_frame_site(spec, robot, desc.ee_site, EE_SITE, "ee_site")
+        _add_frame_site(spec, robot, desc.ee_site, desc.ee_offset, EE_SITE, "ee_site")
         _add_sensor(spec, "ee_pos_b", mujoco.mjtSensor.mjSENS_FRAMEPOS, EE_SITE, root.name)
         _add_sensor(spec, "ee_quat_b", mujoco.mjtSensor.mjSENS_FRAMEQUAT, EE_SITE, root.name)
         _add_sensor(spec, "ee_pos_w", mujoco.mjtSensor.mjSENS_FRAMEPOS, EE_SITE)
     if desc.imu_site:
-        _add_frame_site(spec, robot, desc.imu_site, IMU_SITE, "imu_site")
+        _add_frame_site(spec, robot, desc.imu_site, desc.imu_offset, IMU_SITE, "imu_site")
         _add_sensor(spec, "imu_gyro", mujoco.mjtSensor.mjSENS_GYRO, IMU_SITE)
         _add_sensor(spec, "imu_acc", mujoco.mjtSensor.mjSENS_ACCELEROMETER, IMU_SITE)
         _add_sensor(spec, "imu_quat", mujoco.mjtSensor.mjSENS_FRAMEQUAT, IMU_SITE)
+    if desc.gravity_compensation:
+        _compensate_gravity(spec, root, desc)
     for body1, body2 in desc.collision_exclusions:
         spec.add_exclude(bodyname1=body1, bodyname2=body2)
     for key in list(spec.keys):
@@ -168,17 +176,29 @@ def _drive_joints(spec: mujoco.MjSpec, desc: RobotDescription, robot: RobotFile)
         spec.add_numeric(name=velocity_limit_numeric(drive.name), data=[drive.velocity_limit])
 
 
-def _add_frame_site(spec: mujoco.MjSpec, robot: RobotFile, target: str, site: str, key: str) -> None:
-    """Site `site` at the origin of body `target`, or coincident with site `target`."""
-    if target == site and target in robot.sites:
+def _add_frame_site(spec: mujoco.MjSpec, robot: RobotFile, target: str, offset: SiteOffset, site: str,
+                    key: str) -> None:
+    """Site `site` at `offset` in the frame of body `target` or of site `target`."""
+    if target == site and target in robot.sites and offset == SiteOffset():
         return
     if site in robot.sites:
         raise RobotDescriptionError(f"{key} '{target}': the model already has a different site named '{site}'")
-    if target in robot.sites:
-        body, pos, quat = robot.site_frames[target]
-        spec.body(body).add_site(name=site, pos=list(pos), quat=list(quat), size=_SITE_SIZE, group=4)
-    else:
-        spec.body(target).add_site(name=site, size=_SITE_SIZE, group=4)
+    body, pos, quat = robot.site_frames[target] if target in robot.sites else (target, (0.0, 0.0, 0.0),
+                                                                               (1.0, 0.0, 0.0, 0.0))
+    # The site's frame in its body: the parent frame (pos, quat) composed with the offset.
+    site_pos, site_quat = np.zeros(3), np.zeros(4)
+    mujoco.mju_rotVecQuat(site_pos, np.asarray(offset.pos), np.asarray(quat))
+    mujoco.mju_mulQuat(site_quat, np.asarray(quat), np.asarray(offset.quat))
+    spec.body(body).add_site(name=site, pos=list(site_pos + np.asarray(pos)), quat=list(site_quat), size=_SITE_SIZE,
+                             group=4)
+
+
+def _compensate_gravity(spec: mujoco.MjSpec, root: mujoco.MjsBody, desc: RobotDescription) -> None:
+    """Every robot body's weight cancelled, through the actuated joints' servos (within their effort limits)."""
+    for body in [root, *root.find_all(mujoco.mjtObj.mjOBJ_BODY)]:
+        body.gravcomp = 1.0
+    for name in desc.joint_names:
+        spec.joint(name).actgravcomp = True
 
 
 def _add_sensor(spec: mujoco.MjSpec, name: str, kind: mujoco.mjtSensor, site: str, reference_body: str = "") -> None:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import mujoco
 
+from batonlab.robots.assets import compile_spec
 from batonlab.sim.joints import ONE_DOF_JOINT_KINDS
 
 URDF_SUFFIXES = (".urdf",)
@@ -64,6 +65,8 @@ class RobotFile:
     """Site names."""
     site_frames: dict[str, tuple[str, tuple[float, ...], tuple[float, ...]]]
     """Each site's (body, pos [m], quat wxyz) in its body's frame, as compiled."""
+    followers: dict[str, str]
+    """Joints that follow another joint (URDF `<mimic>`, MJCF joint equality): follower -> leader."""
 
     def joint(self, name: str) -> FileJoint | None:
         """The file's joint named `name`, or None."""
@@ -94,7 +97,7 @@ def read_robot_file(path: str | Path, package_roots: dict[str, Path] | None = No
     else:
         raise ValueError(f"robot model file {path} must be a URDF ({', '.join(URDF_SUFFIXES)}) "
                          f"or an MJCF ({', '.join(MJCF_SUFFIXES)}) file")
-    model = spec.copy().compile()
+    model = compile_spec(spec.copy())
     joints = []
     for j in range(model.njnt):
         kind = ONE_DOF_JOINT_KINDS.get(int(model.jnt_type[j]))
@@ -114,7 +117,10 @@ def read_robot_file(path: str | Path, package_roots: dict[str, Path] | None = No
         for i in range(model.nsite)
     }
     bodies = tuple(model.body(b).name for b in range(1, model.nbody))
-    return RobotFile(path, spec, tuple(joints), bodies, sites, site_frames)
+    followers = {model.joint(int(model.eq_obj1id[e])).name: model.joint(int(model.eq_obj2id[e])).name
+                 for e in range(model.neq)
+                 if int(model.eq_type[e]) == int(mujoco.mjtEq.mjEQ_JOINT) and int(model.eq_obj2id[e]) >= 0}
+    return RobotFile(path, spec, tuple(joints), bodies, sites, site_frames, followers)
 
 
 def _rewrite_urdf(path: Path, package_roots: dict[str, Path]) -> tuple[str, dict[str, float], dict[str, float]]:

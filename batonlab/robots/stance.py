@@ -11,6 +11,8 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 
+from batonlab.robots.assets import compile_spec
+
 FOOT_TOLERANCE = 0.02
 """Ground geoms this close to the robot's lowest point in the default pose belong to feet [m]."""
 
@@ -80,7 +82,7 @@ def read_stance(spec: mujoco.MjSpec, default_joint_pos: dict[str, float], actuat
     """
     probe = spec.copy()
     plane = probe.worldbody.add_geom(name="__stance_ground__", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0, 0, 1])
-    model = probe.compile()
+    model = compile_spec(probe)
     root = _root(model)
     data = mujoco.MjData(model)
     for name, value in default_joint_pos.items():
