@@ -44,6 +44,16 @@ BUILTIN = "built-in"
 
 
 @dataclass(frozen=True)
+class SuccessBar:
+    """The play success rate a trained policy of a task should reach, and how long training to it may take."""
+
+    success_rate: float
+    """Play success rate a run should end at or above [0, 1]; a run that ends below it says so."""
+    max_iterations: int
+    """Ceiling on iterations when training to the bar (`stop_at=success:<bar>`, the default over a user's robot)."""
+
+
+@dataclass(frozen=True)
 class TaskEntry:
     """A registered task: its factories and where it was defined."""
 
@@ -55,6 +65,8 @@ class TaskEntry:
     description: str
     origin: str = BUILTIN
     """`built-in`, `entry point of <distribution> <version>` or `module <module>`."""
+    success_bar: SuccessBar | None = None
+    """What a trained policy should reach; over a user's robot (`robot=`) training runs until it does."""
 
     @property
     def takes_robot(self) -> bool:
@@ -83,13 +95,14 @@ _plugin_names: set[str] = set()
 _plugins_loaded = False
 
 
-def register(name: str, make_cfg: Callable[..., TaskCfg], make_agent_cfg: Callable[[], RunnerCfg], description: str) -> None:
+def register(name: str, make_cfg: Callable[..., TaskCfg], make_agent_cfg: Callable[[], RunnerCfg], description: str,
+             success_bar: SuccessBar | None = None) -> None:
     """Add a task under `name`; the built-in task modules call this when imported."""
     if name in _REGISTRY:
         raise ValueError(f"task '{name}' is already registered")
     module = make_cfg.__module__
     origin = BUILTIN if module.startswith(__name__ + ".") else f"module {module}"
-    _REGISTRY[name] = TaskEntry(name, _robot_checked(name, make_cfg), make_agent_cfg, description, origin)
+    _REGISTRY[name] = TaskEntry(name, _robot_checked(name, make_cfg), make_agent_cfg, description, origin, success_bar)
 
 
 def list_tasks() -> list[TaskEntry]:

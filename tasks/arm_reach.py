@@ -18,7 +18,7 @@ from batonlab.env.cfg import (ActionTermCfg, CommandTermCfg, EventTermCfg, ObsGr
 from batonlab.rewards import learned, progress, regularizers, sparse, tracking
 from batonlab.rl.cfg import RunnerCfg
 from batonlab.robots.arm6 import ARM_JOINTS, home_pose
-from batonlab.tasks import register
+from batonlab.tasks import SuccessBar, register
 from batonlab.tasks.agents import ppo_agent_cfg, variant_agent_cfg
 from batonlab.tasks.table_scene import make_table_arm_spec
 
@@ -179,4 +179,5 @@ def make_arm_reach_sparse_agent_cfg() -> RunnerCfg:
 
 register("arm_reach_sparse", make_arm_reach_sparse_cfg, make_arm_reach_sparse_agent_cfg,
          "arm_reach with a sparse success-only reward (for learned rewards)")
-register("arm_reach", make_arm_reach_cfg, make_arm_reach_agent_cfg, "table-mounted 6-DoF arm reaches a commanded position")
+register("arm_reach", make_arm_reach_cfg, make_arm_reach_agent_cfg, "table-mounted 6-DoF arm reaches a commanded position",
+         success_bar=SuccessBar(0.9, max_iterations=300))

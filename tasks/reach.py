@@ -43,7 +43,7 @@ from batonlab.rl.cfg import RunnerCfg
 from batonlab.robots.assets import asset_path
 from batonlab.robots.description import RobotDescription, RobotDescriptionError
 from batonlab.robots.loader import as_description, default_joint_pos
-from batonlab.tasks import register
+from batonlab.tasks import SuccessBar, register
 from batonlab.tasks.agents import variant_agent_cfg
 from batonlab.tasks.arm_reach import make_arm_reach_agent_cfg, make_arm_reach_cfg
 from batonlab.tasks.table_scene import make_table_robot_spec
@@ -122,4 +122,4 @@ def _scene_builder(path: Path, description: RobotDescription):
 
 
 register("reach", make_reach_cfg, make_reach_agent_cfg, "any table-mounted arm (robot=ROBOT.yaml, default arm6) "
-         "reaches a commanded position")
+         "reaches a commanded position", success_bar=SuccessBar(0.9, max_iterations=300))

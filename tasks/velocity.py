@@ -43,7 +43,7 @@ from batonlab.robots.assets import ASSETS_DIR
 from batonlab.robots.description import RobotDescription
 from batonlab.robots.loader import IMU_SITE, as_description, default_joint_pos
 from batonlab.robots.stance import NoContactLink, Stance, name_ground_geoms, read_stance
-from batonlab.tasks import register
+from batonlab.tasks import SuccessBar, register
 from batonlab.tasks.agents import variant_agent_cfg
 from batonlab.tasks.mobile_robot import MobileRobot, add_sky_and_light, make_balance_cfg, make_velocity_recipe
 from batonlab.tasks.wl_velocity import HEIGHT_RANGE, make_wl_velocity_agent_cfg
@@ -215,4 +215,5 @@ def _replace_sensor(spec: mujoco.MjSpec, name: str, **attributes) -> None:
 
 
 register("velocity", make_velocity_cfg, make_velocity_agent_cfg,
-         "any legged or wheeled robot (robot=<description.yaml>) tracks speed, yaw rate and height on terrain")
+         "any legged or wheeled robot (robot=<description.yaml>) tracks speed, yaw rate and height on terrain",
+         success_bar=SuccessBar(0.8, max_iterations=1200))

@@ -60,6 +60,8 @@ class CliOptions:
     resume: bool
     teacher: str | None
     max_iterations: int | None
+    stop_at: str | None
+    eval_interval: int
     eval_episodes: int
     progress: bool
     verbose: bool

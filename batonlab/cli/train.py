@@ -10,10 +10,13 @@ their own arguments, so every run folder is made the same way.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from tqdm import tqdm
 
 from batonlab.cli.common import (
     INTERRUPTED,
@@ -30,12 +33,15 @@ from batonlab.cli.common import (
     stop_on_signals,
 )
 from batonlab.cli.teacher import resolve_teacher
+from batonlab.cli.training_target import StopAt, TrainingPlan, below_bar_advice, training_plan
 from batonlab.env.env import BatonEnv
 from batonlab.rl import checkpoint, distributed
 from batonlab.rl.distillation import restore_distillation_cfg
 from batonlab.rl.evaluate import EvalResult, evaluate
 from batonlab.rl.runner import BatonRunner
 from batonlab.rl.vecenv import RslRlVecEnv
+from batonlab.robots.gravity import gravity_sag
+from batonlab.robots.loader import as_description
 from batonlab.utils.serialize import write_yaml
 
 @dataclass
@@ -58,6 +64,10 @@ class TrainResult:
     """The closing evaluation (`eval_episodes` play episodes), if it ran."""
     policy: object
     """The trained inference policy (TensorDict → actions, eval mode), for callers that test it themselves."""
+    stopped_by: str = "iterations"
+    """Why training ended: "stop_at" (the target was reached), "iterations" (the total, or ceiling), "signal"."""
+    plan: TrainingPlan | None = None
+    """The iterations and stop rule the run trained with."""
 
 
 def run(inv: Invocation) -> int:
@@ -76,6 +86,9 @@ def run(inv: Invocation) -> int:
         ev = result.evaluation
         print(f"[batonlab] {inv.task_name}: success rate {ev.success_rate:.2f} over {ev.num_episodes} episodes "
               f"(mean return {ev.mean_return:.3f}, play settings)")
+        advice = below_bar_advice(inv, result.plan, ev.success_rate, result.iterations, result.run_dir)
+        if advice:
+            print(advice)
     return 0
 
 
@@ -119,7 +132,13 @@ def _train(inv: Invocation, device: str, ctx, on_iteration) -> TrainResult:
     if top.resume:
         check_run_robot(top, run_dir)
     ckpt = find_checkpoint(top, run_dir) if top.resume else None
-    total = top.max_iterations if top.max_iterations is not None else inv.agent.max_iterations
+    plan = training_plan(inv)
+    total = plan.total_iterations
+    if top.robot and is_main:
+        description = as_description(top.robot)
+        sag = gravity_sag(description)
+        if sag is not None and sag.sags:
+            print(f"[batonlab] warning: {sag.report(description.name)}", file=sys.stderr)
     distilling = inv.agent.algorithm.is_distillation
     if distilling:
         student_conditions(inv.task)
@@ -147,6 +166,10 @@ def _train(inv: Invocation, device: str, ctx, on_iteration) -> TrainResult:
         print(f"[batonlab] resuming {run_dir} from {ckpt.name} (iteration {runner.iteration})")
     else:
         print(f"[batonlab] training {inv.task_name} in {run_dir}")
+    if plan.stop_at is not None:
+        source = "the task's success bar over robot=" if plan.stop_at.by_default else plan.stop_at.option
+        print(f"[batonlab] training until play success >= {plan.stop_at.rate:.2f} ({source}), evaluated every "
+              f"{plan.stop_at.interval} iterations, at most {total} iterations (max_iterations=N to change)")
     if distilling:
         groups = runner.train_cfg["obs_groups"]
         print(f"[batonlab] distilling a student (observation groups {groups['student']}) from the teacher "
@@ -158,29 +181,65 @@ def _train(inv: Invocation, device: str, ctx, on_iteration) -> TrainResult:
         if is_main:
             write_yaml({"task_name": inv.task_name, "cli": top, "env": inv.task, "agent": inv.agent},
                        run_dir / "config.yaml")
-        stats = runner.learn(total, progress=top.progress, on_iteration=on_iteration)
+        target = _TargetCheck(inv, plan.stop_at) if plan.stop_at is not None else None
+        stats = runner.learn(total, progress=top.progress, on_iteration=on_iteration, should_stop=target)
     wall_s = time.perf_counter() - start
     env.close()
-    evaluation = None
+    evaluation = target.reached if target is not None else None
+    stopped_by = "signal" if runner.stop_requested else ("stop_at" if evaluation is not None else "iterations")
     if not runner.stop_requested:
         summary = ", ".join(f"{k}={stats[k]:.3f}" for k in ("Train/mean_return", "Episode/success_rate") if k in stats)
-        print(f"[batonlab] done: {runner.iteration} iterations, {runner.total_env_steps} env steps; {summary}")
+        print(f"[batonlab] done: {runner.iteration} iterations, {runner.total_env_steps} env steps; "
+              f"{_why_stopped(plan, evaluation, runner.iteration)}; "
+              f"{summary or 'no training episode ended in the last iteration'}")
         if is_main:
             print(f"[batonlab] checkpoints and TensorBoard logs: {run_dir}")
-        if is_main and top.eval_episodes > 0:
+        if is_main and top.eval_episodes > 0 and evaluation is None:
             # No more envs than training ran: a small test run gets a small evaluation.
             evaluation = _evaluate(inv, runner, min(top.eval_episodes, inv.task.num_envs))
     return TrainResult(run_dir, runner.iteration, runner.total_env_steps, stats, wall_s, runner.last_checkpoint,
-                       runner.stop_requested, evaluation, runner.inference_policy())
+                       runner.stop_requested, evaluation, runner.inference_policy(), stopped_by, plan)
 
 
-def _evaluate(inv: Invocation, runner: BatonRunner, num_episodes: int) -> EvalResult:
+class _TargetCheck:
+    """`BatonRunner.learn`'s `should_stop` for `stop_at`: a play evaluation every `interval` iterations."""
+
+    def __init__(self, inv: Invocation, stop_at: StopAt):
+        self.inv, self.stop_at = inv, stop_at
+        self.reached: EvalResult | None = None
+        """The evaluation that reached the target (the closing evaluation of the run), if one did."""
+
+    def __call__(self, runner: BatonRunner, stats: dict[str, float]) -> bool:
+        if runner.iteration % self.stop_at.interval:
+            return False
+        # The closing evaluation's settings: the same seed and envs, so a policy that stops here would
+        # score the same there.
+        evaluation = _evaluate(self.inv, runner, min(self.inv.top.eval_episodes, self.inv.task.num_envs),
+                               progress=False)
+        runner.alg.train_mode()
+        tqdm.write(f"[batonlab] iteration {runner.iteration}: play success {evaluation.success_rate:.2f} "
+                   f"(stopping at {self.stop_at.rate:.2f})")
+        if evaluation.success_rate >= self.stop_at.rate:
+            self.reached = evaluation
+        return self.reached is not None
+
+
+def _why_stopped(plan: TrainingPlan, reached: EvalResult | None, iterations: int) -> str:
+    if reached is not None:
+        return f"stopped: play success {reached.success_rate:.2f} reached {plan.stop_at.option}"
+    if plan.stop_at is not None:
+        return (f"stopped at the ceiling of {plan.total_iterations} iterations before play success reached "
+                f"{plan.stop_at.rate:.2f}")
+    return f"stopped after the {plan.total_iterations} iterations asked for"
+
+
+def _evaluate(inv: Invocation, runner: BatonRunner, num_episodes: int, progress: bool | None = None) -> EvalResult:
     """One episode per env of the task's play variant, as `batonlab play` runs it (without the video)."""
     cfg = play_task_cfg(inv)
     cfg.num_envs = num_episodes
     env = BatonEnv(cfg)
     privileges_off(env)
     try:
-        return evaluate(env, runner.inference_policy(), progress=inv.top.progress)
+        return evaluate(env, runner.inference_policy(), progress=inv.top.progress if progress is None else progress)
     finally:
         env.close()

@@ -95,6 +95,9 @@ class ActuatedJoints:
     """Position gains of the PD actuators used in training [N·m/rad]."""
     kd: tuple[float, ...]
     """Damping gains [N·m·s/rad]."""
+    gravity_compensation: bool = False
+    """The policy was trained with the robot's weight cancelled by its servos (a feed-forward torque within
+    their limits); the robot's joint controllers must compensate gravity too."""
 
     def __post_init__(self):
         n = len(self.names)
@@ -110,7 +113,8 @@ class ActuatedJoints:
             return [[finite_or_null(lo), finite_or_null(hi)] for lo, hi in values]
 
         return {"names": list(self.names), "pos_limits": pairs(self.pos_limits), "ctrl_range": pairs(self.ctrl_range),
-                "torque_limits": [finite_or_null(v) for v in self.torque_limits], "kp": list(self.kp), "kd": list(self.kd)}
+                "torque_limits": [finite_or_null(v) for v in self.torque_limits], "kp": list(self.kp), "kd": list(self.kd),
+                "gravity_compensation": self.gravity_compensation}
 
     @classmethod
     def from_json(cls, data: dict) -> ActuatedJoints:
@@ -118,10 +122,14 @@ class ActuatedJoints:
         def get(key):
             return required(data, "joints", key, list)
 
+        compensated = data.get("gravity_compensation", False)
+        if not isinstance(compensated, bool):
+            raise ManifestError(f"joints.gravity_compensation must be true or false, got {compensated!r}")
         return cls(names=tuple(get("names")), pos_limits=bounds(get("pos_limits"), "joints.pos_limits"),
                    ctrl_range=bounds(get("ctrl_range"), "joints.ctrl_range"),
                    torque_limits=numbers(get("torque_limits"), "joints.torque_limits", null=np.inf),
-                   kp=numbers(get("kp"), "joints.kp"), kd=numbers(get("kd"), "joints.kd"))
+                   kp=numbers(get("kp"), "joints.kp"), kd=numbers(get("kd"), "joints.kd"),
+                   gravity_compensation=compensated)
 
 
 @dataclass(frozen=True)

@@ -70,6 +70,7 @@ def manifest_from_env(env: BatonEnv, task: str, obs_group: str = "policy", train
             torque_limits=torque_limits,
             kp=kp,
             kd=kd,
+            gravity_compensation=bool(model.jnt_actgravcomp[env.scene.joint_ids(joint_names)].any()),
         ),
         default_joint_pos=default_joint_pos,
         actions=tuple(_action_term(name, term, default_qpos) for name, term in terms),

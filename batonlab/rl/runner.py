@@ -116,8 +116,9 @@ class BatonRunner:
         self.stop_requested = True
 
     def learn(self, max_iterations: int | None = None, progress: bool = True,
-              on_iteration: Callable[[BatonRunner, dict[str, float]], None] | None = None) -> dict[str, float]:
-        """Train until `max_iterations` iterations are completed in total (resumed runs continue).
+              on_iteration: Callable[[BatonRunner, dict[str, float]], None] | None = None,
+              should_stop: Callable[[BatonRunner, dict[str, float]], bool] | None = None) -> dict[str, float]:
+        """Train until `max_iterations` iterations are completed in total (resumed runs continue), or `should_stop`.
 
         After `request_stop` it returns after the current env step (or, while the update runs, after
         the update) and saves the last completed iteration; the transitions of a partial rollout
@@ -128,6 +129,8 @@ class BatonRunner:
             max_iterations: Total iterations (default `cfg.max_iterations`).
             progress: Show a progress bar.
             on_iteration: Called after each iteration with the runner and that iteration's statistics.
+            should_stop: Called after `on_iteration`; True ends training there, with a checkpoint of that
+                iteration (one process only: not under torchrun).
 
         Returns the statistics of the last iteration.
         """
@@ -190,9 +193,11 @@ class BatonRunner:
             )
             if on_iteration is not None:
                 on_iteration(self, stats)
-            if self.log_dir is not None and (self.iteration % self.cfg.save_interval == 0 or self.iteration == total):
+            done = should_stop is not None and self.iteration < total and should_stop(self, stats)
+            if self.log_dir is not None and (self.iteration % self.cfg.save_interval == 0 or self.iteration == total
+                                             or done):
                 self.save(self.log_dir / f"model_{self.iteration}.pt")
-            if self._agreed_stop():
+            if done or self._agreed_stop():
                 break
         bar.close()
         if self.stop_requested and self.log_dir is not None:

@@ -98,6 +98,10 @@ class PolicyNode(Node):
             + (f" to {stop.stop_pose} in {stop.stop_time_s:g} s" if stop.stop_behavior == "crouch" else "")
             + f"; e-stop {p['estop_mode']}"
         )
+        if manifest.joints.gravity_compensation:
+            self.get_logger().warning("the policy was trained with gravity compensated by the joint servos "
+                                      "(manifest joints.gravity_compensation): the robot's controllers must "
+                                      "compensate gravity, or the arm sags away from its targets")
         self._publish_state("passive", "waiting for inputs")
 
     # Time.
