@@ -20,7 +20,7 @@ from batonlab.robots.assets import asset_path, compile_spec
 from batonlab.robots.description import JointDrive, RobotDescription, RobotDescriptionError, load_description
 from batonlab.robots.loader import EE_SITE, ROOT_JOINT, attach_robot, default_joint_pos, joint_velocity_limits
 from batonlab.sim.mujoco_cpu import MujocoCpuBackend
-from robot_files import ARM_JOINTS, PACKAGE, tool_position, write_urdf_arm
+from robot_files import ARM_JOINTS, FINGER_JOINTS, PACKAGE, TCP_OFFSET_M, tool_position, write_urdf_arm
 
 JOINTS = tuple(j["name"] for j in ARM_JOINTS)
 
@@ -144,6 +144,92 @@ def test_ee_site_is_the_tool_frame(arm_yaml):
         np.testing.assert_allclose(data.sensor("ee_pos_b").data, tool_position(pose), atol=1e-9)
         np.testing.assert_allclose(data.sensor("ee_pos_w").data, tool_position(pose), atol=1e-9)
     assert model.site(EE_SITE).bodyid[0] == model.body("tool0").id
+
+
+def test_an_offset_ee_site_is_a_tool_centre_point_past_its_parent(arm_yaml):
+    """`ee_site: {parent, pos, rpy | quat}` puts the end effector at a pose in the frame of a body or site: here
+    10 cm along tool0's z, tool0 itself sitting rotated on link5, checked against the URDF's forward kinematics."""
+    raw = _raw(arm_yaml)
+    offset = np.array([0.02, -0.01, 0.10])
+    raw["ee_site"] = {"parent": "tool0", "pos": offset.tolist(), "rpy": [0.0, 0.0, 0.3]}
+    model = _compile(raw)
+    data = mujoco.MjData(model)
+    pose = {j["name"]: 0.4 for j in ARM_JOINTS}
+    _set_joints(model, data, pose)
+    mujoco.mj_forward(model, data)
+    tool0 = data.body("tool0")
+    expected = tool0.xpos + tool0.xmat.reshape(3, 3) @ offset
+    np.testing.assert_allclose(data.site(EE_SITE).xpos, expected, atol=1e-9)
+    assert np.linalg.norm(data.site(EE_SITE).xpos - tool_position(pose)) == pytest.approx(np.linalg.norm(offset))
+    yaw = data.site(EE_SITE).xmat.reshape(3, 3).T @ tool0.xmat.reshape(3, 3)  # site frame = tool0 turned 0.3 rad about z
+    np.testing.assert_allclose(yaw[:2, :2], [[math.cos(0.3), math.sin(0.3)], [-math.sin(0.3), math.cos(0.3)]], atol=1e-9)
+    raw["ee_site"] = {"parent": "tool0", "pos": offset.tolist(), "quat": [math.cos(0.15), 0.0, 0.0, math.sin(0.15)]}
+    same = _compile(raw)
+    np.testing.assert_allclose(same.site_quat[same.site(EE_SITE).id], model.site_quat[model.site(EE_SITE).id], atol=1e-12)
+
+
+def test_gripper_fingers_are_held_and_the_mimic_finger_follows(tmp_path):
+    """The gripper arm's description holds `finger_left` (actuated, not a policy joint) and its `<mimic>` twin
+    follows it through MuJoCo's joint equality; describing the twin as actuated is refused by name."""
+    description = load_description(write_urdf_arm(tmp_path, gripper=True))
+    assert description.held_joints == ("finger_left",)
+    assert description.policy_joint_names == JOINTS
+    model = _compile(description)
+    data = mujoco.MjData(model)
+    left, right = (model.jnt_qposadr[model.joint(j).id] for j in FINGER_JOINTS)
+    data.ctrl[model.actuator("finger_left").id] = 0.03
+    for _ in range(400):
+        mujoco.mj_step(model, data)
+    assert data.qpos[left] == pytest.approx(0.03, abs=1e-3) and data.qpos[right] == pytest.approx(data.qpos[left], abs=2e-3)
+    assert "finger_right" not in [model.actuator(a).name for a in range(model.nu)]
+    hand = data.body("hand")
+    np.testing.assert_allclose(data.site(EE_SITE).xpos, hand.xpos + hand.xmat.reshape(3, 3)[:, 2] * TCP_OFFSET_M,
+                               atol=1e-9)
+    raw = yaml.safe_load((tmp_path / "test_arm_gripper.yaml").read_text())
+    raw["actuators"][2]["joints"] = "finger_.*"
+    path = tmp_path / "twin_actuated.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(RobotDescriptionError, match=r"joint 'finger_right' follows joint 'finger_left'.*describe only"):
+        load_description(path)
+
+
+def test_gravity_sag_is_measured_and_compensation_removes_it(tmp_path):
+    """Default gains let the gripper arm sag about 12 cm at its tool under gravity: reported, naming the joints and
+    the stiffness that would hold each; `gravity_compensation: true` holds the pose; gains at the reported
+    stiffness hold every joint within the tolerance."""
+    from batonlab.robots.gravity import EE_SAG_TOLERANCE_M, SAG_TOLERANCE_RAD, gravity_sag
+
+    description = load_description(write_urdf_arm(tmp_path, gripper=True))
+    sag = gravity_sag(description)
+    assert sag.sags and sag.ee_displacement > 0.05
+    worst = sag.joints[int(np.argmax(np.abs(sag.static_error)))]
+    report = sag.report(description.name)
+    assert worst == "elbow" and "elbow +0.1" in report and "gravity_compensation: true" in report
+    compensated = gravity_sag(dataclasses.replace(description, gravity_compensation=True))
+    assert not compensated.sags and compensated.ee_displacement < 1e-4
+    stiff = dataclasses.replace(description, joints=tuple(
+        dataclasses.replace(j, stiffness=max(j.stiffness, 1.2 * k), damping=2 * j.damping)
+        for j, k in zip(description.joints, sag.holding_stiffness)))
+    held = gravity_sag(stiff)
+    assert np.abs(held.static_error).max() <= SAG_TOLERANCE_RAD and held.ee_displacement < 2 * EE_SAG_TOLERANCE_M
+    assert gravity_sag(dataclasses.replace(description, base="floating")) is None
+
+
+def test_obj_meshes_without_texture_coordinates_load_without_warnings(arm_yaml):
+    """MuJoCo warns when an OBJ's faces lack some texture coordinates (vendor meshes do); the robot loads
+    and compiles without printing it."""
+    import warnings
+
+    mesh = arm_yaml.parent / PACKAGE / "meshes" / "link_box.obj"
+    mesh.write_text("v 0 0 0\nv 0.03 0 0\nv 0 0.03 0\nv 0 0 0.5\nvt 0 0\nvt 1 0\n"
+                    "f 1/1 2/2 3\nf 1 2 4\nf 1 3 4\nf 2 3 4\n")
+    urdf = arm_yaml.parent / PACKAGE / "urdf" / "test_arm.urdf"
+    urdf.write_text(urdf.read_text().replace("link_box.stl", "link_box.obj"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = compile_spec(load(arm_yaml))
+    assert model.nmesh > 0
+    assert not [w for w in caught if "obj_decoder" in str(w.message)], [str(w.message) for w in caught]
 
 
 def test_floating_base_gets_a_free_joint(arm_yaml):
@@ -378,6 +464,26 @@ ERROR_CASES = {
                               r"joint 'elbow': default position 3.0 is outside its range"),
     "unknown ee site": (lambda r: r.update(ee_site="flange"), r"ee_site 'flange' is neither a site nor a body"),
     "unknown excluded body": (lambda r: r.update(collision_exclusions=[["link1", "link9"]]), r"'link9' is not a body"),
+    "offset site without parent": (lambda r: r.update(ee_site={"pos": [0, 0, 0.1]}), r"ee_site: missing keys \['parent'\]"),
+    "offset site of an unknown parent": (lambda r: r.update(ee_site={"parent": "flange"}),
+                                         r"ee_site 'flange' is neither a site nor a body"),
+    "offset site, unknown key": (lambda r: r.update(ee_site={"parent": "tool0", "xyz": [0, 0, 1]}),
+                                 r"ee_site: unknown keys \['xyz'\]"),
+    "offset site, short pos": (lambda r: r.update(ee_site={"parent": "tool0", "pos": [0, 0.1]}),
+                               r"ee_site.pos must be a list of 3 numbers"),
+    "offset site, quat and rpy": (lambda r: r.update(ee_site={"parent": "tool0", "quat": [1, 0, 0, 0], "rpy": [0, 0, 0]}),
+                                  r"ee_site: give its orientation as quat or as rpy, not both"),
+    "offset site, not a unit quaternion": (lambda r: r.update(imu_site={"parent": "tool0", "quat": [1, 1, 0, 0]}),
+                                           r"imu_site.quat must be a unit quaternion"),
+    "held joint matching nothing": (lambda r: r.update(held_joints=["gripper"]),
+                                    r"held_joints: pattern 'gripper' matches no actuated joint"),
+    "every joint held": (lambda r: r.update(held_joints=[".*"]), r"held_joints hold every actuated joint"),
+    "held velocity joint": (lambda r: (_group(r, 1).update(control="velocity", damping=0), r.update(held_joints=["elbow"])),
+                            r"held_joints \['elbow'\] are velocity-controlled"),
+    "gravity compensation on a floating base": (lambda r: r.update(base="floating", gravity_compensation=True),
+                                                r"gravity_compensation needs a fixed base"),
+    "gravity compensation not a bool": (lambda r: r.update(gravity_compensation="yes"),
+                                        r"gravity_compensation must be true or false, got 'yes'"),
 }
 
 
