@@ -225,7 +225,7 @@ def check_against_model(description: RobotDescription, robot: RobotFile) -> None
             raise RobotDescriptionError(f"joint '{drive.name}' is not a hinge or slide joint of {robot.path}; "
                                         f"those are {known}")
         if drive.name in robot.followers:
-            raise RobotDescriptionError(f"joint '{drive.name}' follows joint '{robot.followers[drive.name]}' in "
+            raise RobotDescriptionError(f"joint '{drive.name}' follows joint '{robot.followers[drive.name][0]}' in "
                                         f"{robot.path} (a URDF <mimic> or an MJCF joint equality): describe only "
                                         f"its leader; it moves with it")
         if joint.range is not None and not joint.range[0] <= drive.default_pos <= joint.range[1]:

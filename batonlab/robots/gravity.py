@@ -16,7 +16,7 @@ import numpy as np
 
 from batonlab.robots.assets import compile_spec
 from batonlab.robots.description import RobotDescription
-from batonlab.robots.loader import EE_SITE, load
+from batonlab.robots.loader import EE_SITE, default_joint_pos, load
 
 SAG_TOLERANCE_RAD = 0.01
 """Static joint error under gravity beyond which a pose is reported as sagging [rad or m]."""
@@ -80,7 +80,8 @@ def gravity_sag(description: RobotDescription) -> GravitySag | None:
     qpos_adr = np.array([model.jnt_qposadr[model.joint(n).id] for n in names])
     dof_adr = np.array([model.jnt_dofadr[model.joint(n).id] for n in names])
     default = np.array([description.joint(n).default_pos for n in names])
-    data.qpos[qpos_adr] = default
+    for name, value in default_joint_pos(description).items():  # followers (mimic joints) included
+        data.qpos[model.jnt_qposadr[model.joint(name).id]] = value
     for name, target in zip(names, default):
         actuator = model.actuator(name).id
         data.ctrl[actuator] = target if description.joint(name).control == "position" else 0.0

@@ -104,8 +104,15 @@ def as_description(source: RobotDescription | str | Path | dict,
 
 
 def default_joint_pos(description: RobotDescription | str | Path | dict) -> dict[str, float]:
-    """Default position of each actuated joint, by name [rad or m] (for `SceneCfg.default_joint_pos`)."""
-    return {j.name: j.default_pos for j in as_description(description).joints}
+    """Default position of each actuated joint and of the joints that follow one, by name [rad or m]
+    (for `SceneCfg.default_joint_pos`)."""
+    desc = as_description(description)
+    defaults = {j.name: j.default_pos for j in desc.joints}
+    followers = read_robot_file(desc.model, desc.package_roots).followers
+    for follower, (leader, offset, multiplier) in followers.items():
+        if leader in defaults:
+            defaults[follower] = offset + multiplier * defaults[leader]
+    return defaults
 
 
 def velocity_limit_numeric(joint: str) -> str:

@@ -65,8 +65,9 @@ class RobotFile:
     """Site names."""
     site_frames: dict[str, tuple[str, tuple[float, ...], tuple[float, ...]]]
     """Each site's (body, pos [m], quat wxyz) in its body's frame, as compiled."""
-    followers: dict[str, str]
-    """Joints that follow another joint (URDF `<mimic>`, MJCF joint equality): follower -> leader."""
+    followers: dict[str, tuple[str, float, float]]
+    """Joints that follow another joint (URDF `<mimic>`, MJCF joint equality): follower -> (leader, offset,
+    multiplier), follower = offset + multiplier · leader [rad or m]."""
 
     def joint(self, name: str) -> FileJoint | None:
         """The file's joint named `name`, or None."""
@@ -117,7 +118,8 @@ def read_robot_file(path: str | Path, package_roots: dict[str, Path] | None = No
         for i in range(model.nsite)
     }
     bodies = tuple(model.body(b).name for b in range(1, model.nbody))
-    followers = {model.joint(int(model.eq_obj1id[e])).name: model.joint(int(model.eq_obj2id[e])).name
+    followers = {model.joint(int(model.eq_obj1id[e])).name: (model.joint(int(model.eq_obj2id[e])).name,
+                                                             float(model.eq_data[e, 0]), float(model.eq_data[e, 1]))
                  for e in range(model.neq)
                  if int(model.eq_type[e]) == int(mujoco.mjtEq.mjEQ_JOINT) and int(model.eq_obj2id[e]) >= 0}
     return RobotFile(path, spec, tuple(joints), bodies, sites, site_frames, followers)

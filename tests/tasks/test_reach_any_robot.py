@@ -21,7 +21,7 @@ from batonlab.robots.assets import asset_path
 from batonlab.robots.description import RobotDescriptionError
 from batonlab.tasks import TaskRobotError, get_task, list_tasks, make_task_cfg
 from batonlab.tasks.arm_reach import TARGET_BOX_B
-from robot_files import ARM_JOINTS, tool_position, write_urdf_arm
+from robot_files import ARM_JOINTS, FINGER_JOINTS, tool_position, write_urdf_arm
 from conftest import make_env
 
 URDF_JOINTS = tuple(j["name"] for j in ARM_JOINTS)
@@ -102,6 +102,44 @@ def test_reach_builds_the_urdf_arm_and_steps(urdf_arm):
         arm = env.action_manager.terms["arm"]
         settled = env.sim.qpos[:, arm.qpos_adr] - arm.processed_actions
         assert settled.abs().max() < 0.1 and env.sim.qvel[:, arm.dof_adr].abs().max() < 0.05
+    finally:
+        env.close()
+
+
+def test_reach_over_a_gripper_arm_drives_the_arm_and_holds_the_fingers(tmp_path):
+    """Over the gripper arm (TCP 10 cm past the hand, `finger_left` held, `finger_right` its mimic), the policy
+    drives the five arm joints; the fingers keep their default opening in every episode, the tool the policy
+    sees is the TCP, and the export's manifest and the sim robot command the held finger."""
+    from ros.training import SimRobot
+
+    from batonlab.deploy.manifest import Manifest
+    from batonlab.export.manifest import manifest_from_env
+
+    robot = write_urdf_arm(tmp_path / "robot", gripper=True)
+    env = _env("reach", robot, num_envs=4)
+    try:
+        assert env.num_actions == 5 and env.action_manager.terms["arm"].joint_names == list(URDF_JOINTS)
+        fingers = env.scene.qpos_adr(FINGER_JOINTS)
+        for _ in range(60):
+            env.step(torch.rand(4, 5) * 2 - 1)
+        torch.testing.assert_close(env.sim.qpos[:, fingers], torch.full((4, 2), 0.02), atol=4e-3, rtol=0)
+        manifest = manifest_from_env(env, "reach")
+        assert manifest.joint_names == URDF_JOINTS and manifest.held_joints.names == ("finger_left",)
+        assert manifest.held_joints.targets == pytest.approx((0.02,)) and not manifest.joints.gravity_compensation
+    finally:
+        env.close()
+    sim = SimRobot("reach", robot=str(robot))
+    try:
+        assert sim.command_joints == [*URDF_JOINTS, "finger_left"]
+    finally:
+        sim.close()
+    compensated = robot.with_name("compensated.yaml")
+    compensated.write_text(robot.read_text() + "gravity_compensation: true\n")
+    env = _env("reach", compensated, num_envs=1)
+    try:
+        manifest = manifest_from_env(env, "reach")
+        assert manifest.joints.gravity_compensation
+        assert Manifest.from_json(json.loads(json.dumps(manifest.to_json()))).joints.gravity_compensation
     finally:
         env.close()
 
