@@ -216,6 +216,13 @@ def test_velocity_builds_and_steps_a_quadruped(tmp_path):
     env.close()
 
 
+def test_velocity_holds_the_joints_its_description_holds(tmp_path):
+    """A description's `held_joints` are not policy actions: held at their default pose in training and on the robot."""
+    cfg = make_velocity_cfg(robot=_write_quadruped(tmp_path, held_joints=["RR_knee"]))
+    assert "RR_knee" not in cfg.actions["legs"].joints and len(cfg.actions["legs"].joints) == 7
+    assert cfg.deploy.held_joints == ("RR_knee",) and cfg.events["hold_pose"].params["joints"] == ("RR_knee",)
+
+
 def test_velocity_refuses_robots_it_cannot_drive(tmp_path):
     with pytest.raises(ValueError, match="floating base"):
         make_velocity_cfg(robot=_write_quadruped(tmp_path, base="fixed"))
