@@ -84,11 +84,11 @@ def run(inv: Invocation) -> int:
         return INTERRUPTED
     if result.evaluation is not None:
         ev = result.evaluation
-        print(f"[batonlab] {inv.task_name}: success rate {ev.success_rate:.2f} over {ev.num_episodes} episodes "
-              f"(mean return {ev.mean_return:.3f}, play settings)")
         advice = below_bar_advice(inv, result.plan, ev.success_rate, result.iterations, result.run_dir)
         if advice:
             print(advice)
+        print(f"[batonlab] {inv.task_name}: success rate {ev.success_rate:.2f} over {ev.num_episodes} episodes "
+              f"(mean return {ev.mean_return:.3f}, play settings)")
     return 0
 
 

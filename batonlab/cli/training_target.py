@@ -100,5 +100,5 @@ def below_bar_advice(inv: Invocation, plan: TrainingPlan, success_rate: float, i
              f"max_iterations={2 * iterations}"]
     if plan.stop_at is None:
         again.append(f"stop_at=success:{bar.success_rate:g}")
-    return (f"[batonlab] {inv.task_name}: success rate {success_rate:.2f} is below the task's bar "
+    return (f"[batonlab] {inv.task_name}: play success {success_rate:.2f} is below the task's bar "
             f"{bar.success_rate:.2f} after {iterations} iterations; train on with: batonlab train {' '.join(again)}")

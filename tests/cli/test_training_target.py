@@ -86,7 +86,7 @@ def test_a_run_below_its_bar_says_how_to_continue_and_the_resumed_run_reports_su
     assert "iteration 1: play success 0.00 (stopping at 0.90)" in out
     assert "stopped at the ceiling of 2 iterations before play success reached 0.90" in out
     assert "under gravity its servos hold the default pose with the end effector" in captured.err
-    advice = re.search(r"success rate 0\.00 is below the task's bar 0\.90 after 2 iterations; train on with: "
+    advice = re.search(r"play success 0\.00 is below the task's bar 0\.90 after 2 iterations; train on with: "
                        r"batonlab train (.*)$", out, re.MULTILINE)
     assert advice, out
     again = shlex.split(advice[1])
@@ -94,4 +94,4 @@ def test_a_run_below_its_bar_says_how_to_continue_and_the_resumed_run_reports_su
     assert main(["train", *again, "eval_interval=1", "eval_episodes=8", "progress=false"]) == 0
     resumed = capsys.readouterr().out
     assert "done: 4 iterations" in resumed
-    assert re.search(r"reach: success rate \d\.\d\d over 8 episodes", resumed.splitlines()[-2]), resumed
+    assert re.fullmatch(r"\[batonlab\] reach: success rate \d\.\d\d over 8 episodes .*", resumed.splitlines()[-1]), resumed
