@@ -29,17 +29,22 @@ def run(args: list[str]) -> int:
     parser.add_argument("--task", default=None, help="task name in the manifest (default: isaaclab:<descriptor file name>)")
     ns = parser.parse_args(args)
 
-    from batonlab.deploy.isaaclab_import import IsaacLabImportError, import_isaaclab
-    from batonlab.robots.description import RobotDescriptionError, load_description
+    from batonlab.deploy.isaaclab_import import ImuMount, IsaacLabImportError, import_isaaclab
+    from batonlab.robots.description import RobotDescriptionError, load_description, rigid_frame, site_frame
+    from batonlab.robots.loader import IMU_SITE
     from batonlab.robots.model_file import read_robot_file
 
     try:
         robot = load_description(ns.robot)
-        root_body = read_robot_file(robot.model, robot.package_roots).bodies[0]
+        robot_file = read_robot_file(robot.model, robot.package_roots)
     except (RobotDescriptionError, FileNotFoundError, ValueError) as err:
         raise CliError(f"robot description {ns.robot}: {err}") from None
+    imu = None
+    if robot.imu_site:
+        imu = ImuMount(IMU_SITE, *rigid_frame(robot_file, site_frame(robot_file, robot.imu_site, robot.imu_offset)))
     try:
-        manifest = import_isaaclab(ns.io_descriptors, ns.policy, robot, ns.obs_group, ns.task, root_body)
+        manifest = import_isaaclab(ns.io_descriptors, ns.policy, robot, ns.obs_group, ns.task,
+                                   root_body=robot_file.bodies[0], imu=imu)
     except IsaacLabImportError as err:
         raise CliError(f"cannot import {ns.io_descriptors}: {err}") from None
 
@@ -51,5 +56,18 @@ def run(args: list[str]) -> int:
     print(f"[batonlab] imported {ns.policy} for robot '{robot.name}': {manifest.obs_dim} observations "
           f"({', '.join(t.name for t in manifest.obs_terms)}) -> {manifest.action_dim} actions at "
           f"{manifest.control_rate_hz:g} Hz")
+    unchecked = manifest.training_config["unchecked_gains"]
+    if unchecked:
+        print(f"[batonlab] Isaac Lab reports zero drive gains (explicit actuators) for {len(unchecked)} joints, so "
+              f"nothing checks the gains used, the robot description's: {_gains_of(manifest, unchecked)}")
     print(f"[batonlab] wrote {onnx_path} and {manifest_path}; check it with: batonlab deploy {ns.out_dir}")
     return 0
+
+
+def _gains_of(manifest, joints: list[str]) -> str:
+    """The joints' kp and kd in `manifest`, joints of equal gains grouped: "kp 20, kd 0.5 for [a, b]; ..."."""
+    index = {name: k for k, name in enumerate(manifest.joint_names)}
+    groups: dict[tuple[float, float], list[str]] = {}
+    for joint in joints:
+        groups.setdefault((float(manifest.kp[index[joint]]), float(manifest.kd[index[joint]])), []).append(joint)
+    return "; ".join(f"kp {kp:g}, kd {kd:g} for {names}" for (kp, kd), names in groups.items())

@@ -1,6 +1,12 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Isaac Lab policies on the batonlab robot side: IO descriptors + policy.onnx + robot description → a manifest.
 
+The IMU rule: base_ang_vel and projected_gravity are the root body's angular velocity and gravity direction, in
+its frame, and the robot side feeds the IMU's readings as they are. An IMU frame on the (rigid) root body that
+is only translated measures exactly these (neither quantity depends on the point of a rigid body), so it is
+accepted and its position recorded in the manifest's sensors; a rotated IMU frame, or one on another body,
+measures something else and is refused, as is a policy that reads either term from a robot without an IMU.
+
 Design and contract notes: docs/modules/batonlab.deploy.isaaclab_import.md.
 """
 
@@ -39,7 +45,7 @@ from batonlab.deploy.manifest_robot import IMU_ANGULAR_VELOCITY, IMU_ORIENTATION
 if TYPE_CHECKING:
     from batonlab.robots.description import RobotDescription
 
-__all__ = ["ACTIONS", "IsaacLabImportError", "OBSERVATIONS", "check_policy_file", "import_isaaclab",
+__all__ = ["ACTIONS", "ImuMount", "IsaacLabImportError", "OBSERVATIONS", "check_policy_file", "import_isaaclab",
            "manifest_from_io_descriptors"]
 
 ISAACLAB_OBS = "isaaclab.envs.mdp.observations."
@@ -51,7 +57,24 @@ VELOCITY_FIELDS = ("lin_vel_x", "lin_vel_y", "ang_vel_z")
 GAIN_TOLERANCE = 1e-4
 """Relative difference above which an Isaac Lab gain and the robot description's disagree."""
 OFFSET_TOLERANCE = 1e-6
-"""Offsets closer than this to the default pose (or to zero) are equal to it [rad]."""
+"""Offsets closer than this to the default pose (or to zero) are equal to it [rad]; also the default-pose and
+IMU-rotation tolerance."""
+IMU_TERMS = (ISAACLAB_OBS + "base_ang_vel", ISAACLAB_OBS + "projected_gravity")
+"""Isaac Lab terms the robot's IMU gives: root-body quantities in the root body's frame."""
+
+
+@dataclass(frozen=True)
+class ImuMount:
+    """Where the robot's IMU sits: its frame, fixed to a body at a pose (`batonlab.robots.description.rigid_frame`)."""
+
+    site: str
+    """The IMU frame's name on the robot."""
+    body: str
+    """The moving body the IMU frame is fixed to."""
+    pos: tuple[float, ...] = (0.0, 0.0, 0.0)
+    """Position of the IMU frame in `body` [m]."""
+    quat: tuple[float, ...] = (1.0, 0.0, 0.0, 0.0)
+    """Orientation of the IMU frame in `body` (w, x, y, z)."""
 
 
 # Observation terms.
@@ -66,6 +89,8 @@ class _Context:
     action_dim: int
     frame: str
     """The root body: base_ang_vel, projected_gravity and base_lin_vel are expressed in its frame."""
+    imu: ImuMount | None
+    """The robot's IMU, checked to be an unrotated frame on the root body when a term reads it."""
     sensors: dict[str, SensorSpec]
     commands: dict[str, CommandSpec]
 
@@ -101,13 +126,15 @@ def _last_action(term: ObsDescriptor, name: str, ctx: _Context) -> tuple[str, di
 
 def _projected_gravity(term: ObsDescriptor, name: str, ctx: _Context) -> tuple[str, dict]:
     _check_size(term, 3)
-    ctx.sensors["imu_quat"] = SensorSpec("framequat", 4, IMU_ORIENTATION, ctx.frame, ctx.frame)
+    imu = ctx.imu
+    ctx.sensors["imu_quat"] = SensorSpec("framequat", 4, IMU_ORIENTATION, imu.site, imu.body, imu.pos, imu.quat)
     return "batonlab.observations.sensors:projected_gravity", {"sensor": "imu_quat"}
 
 
 def _base_ang_vel(term: ObsDescriptor, name: str, ctx: _Context) -> tuple[str, dict]:
     _check_size(term, 3)
-    ctx.sensors["imu_gyro"] = SensorSpec("gyro", 3, IMU_ANGULAR_VELOCITY, ctx.frame, ctx.frame)
+    imu = ctx.imu
+    ctx.sensors["imu_gyro"] = SensorSpec("gyro", 3, IMU_ANGULAR_VELOCITY, imu.site, imu.body, imu.pos, imu.quat)
     return "batonlab.observations.sensors:sensor", {"name": "imu_gyro"}
 
 
@@ -160,7 +187,7 @@ ACTIONS: dict[str, tuple[str, str]] = {
 
 
 def manifest_from_io_descriptors(io: IoDescriptors, robot: RobotDescription, obs_group: str = "policy",
-                                 task: str = "isaaclab", root_body: str = "") -> Manifest:
+                                 task: str = "isaaclab", *, root_body: str, imu: ImuMount | None) -> Manifest:
     """The manifest of an Isaac Lab policy (its ONNX file's names and hash not filled in: `import_isaaclab`).
 
     Args:
@@ -170,6 +197,7 @@ def manifest_from_io_descriptors(io: IoDescriptors, robot: RobotDescription, obs
         task: The manifest's task name.
         root_body: The articulation's root body in the robot's model file: the frame of the IMU readings
             (written into the manifest's sensors for whoever wires the robot's IMU).
+        imu: Where the robot's IMU sits (None: the description names no `imu_site`).
 
     Raises:
         IsaacLabImportError: naming the term or joints that cannot be mapped.
@@ -181,6 +209,8 @@ def manifest_from_io_descriptors(io: IoDescriptors, robot: RobotDescription, obs
     _check_joints_known(robot, io.actions, obs_terms)
     articulation = io.articulation_of([j for a in io.actions for j in a.joint_names])
     default_pos = articulation.by_joint(articulation.default_joint_pos)
+    _check_default_pose(robot, default_pos)
+    _check_imu(obs_terms, robot, imu, root_body)
     for term in obs_terms:
         outside = [j for j in term.joint_names or () if j not in default_pos]
         if outside:
@@ -189,7 +219,7 @@ def manifest_from_io_descriptors(io: IoDescriptors, robot: RobotDescription, obs
     # Isaac Lab names a term by its function or class, so two may share a name: later ones get their index.
     actions = [_action_term(a, name, default_pos, robot) for a, name in zip(io.actions, _unique([a.name for a in io.actions]))]
     joint_names = tuple(j for a in actions for j in a.joints)
-    _check_gains(robot, articulation, joint_names)
+    unchecked = _check_gains(robot, articulation, joint_names)
     drives = [robot.joint(j) for j in joint_names]
     limits = articulation.by_joint(articulation.pos_limits)
     joints = ActuatedJoints(
@@ -200,14 +230,15 @@ def manifest_from_io_descriptors(io: IoDescriptors, robot: RobotDescription, obs
         kp=tuple(float(d.stiffness) for d in drives),
         kd=tuple(float(d.damping) for d in drives),
     )
-    ctx = _Context(default_pos, len(joint_names), root_body, {}, {})
+    ctx = _Context(default_pos, len(joint_names), root_body, imu, {}, {})
     layouts = [_obs_layout(term, name, ctx) for term, name in zip(obs_terms, _unique([t.name for t in obs_terms]))]
     try:
         return Manifest(
             task=task, policy=PolicyFile(), control=ControlTiming(io.physics_dt, io.decimation), joints=joints,
             default_joint_pos=default_pos, actions=tuple(actions), obs_terms=tuple(layouts), obs_group=obs_group,
             commands=ctx.commands, sensors=ctx.sensors,
-            training_config={"source": "isaaclab", "robot": robot.name, "io_descriptors": io.raw},
+            training_config={"source": "isaaclab", "robot": robot.name, "unchecked_gains": unchecked,
+                             "io_descriptors": io.raw},
         )
     except ManifestError as err:
         raise IsaacLabImportError(str(err)) from None
@@ -255,7 +286,7 @@ def check_policy_file(path: str | Path, obs_dim: int, action_dim: int, obs_width
 
 
 def import_isaaclab(io_descriptors: str | Path, policy: str | Path, robot: RobotDescription, obs_group: str = "policy",
-                    task: str | None = None, root_body: str = "") -> Manifest:
+                    task: str | None = None, *, root_body: str, imu: ImuMount | None) -> Manifest:
     """The manifest of an Isaac Lab policy, checked against its ONNX file (names filled in, hash not).
 
     Args:
@@ -265,13 +296,15 @@ def import_isaaclab(io_descriptors: str | Path, policy: str | Path, robot: Robot
         obs_group: The observation group the policy reads.
         task: The manifest's task name (default: "isaaclab:" and the descriptor file's name without "_IO_descriptors").
         root_body: The root body of the robot's model file (see `manifest_from_io_descriptors`).
+        imu: Where the robot's IMU sits (see `manifest_from_io_descriptors`).
 
     Raises:
         IsaacLabImportError: naming what cannot be imported.
     """
     io_descriptors = Path(io_descriptors)
     task = task or "isaaclab:" + io_descriptors.stem.removesuffix("_IO_descriptors").removesuffix("_io_descriptors")
-    manifest = manifest_from_io_descriptors(load_io_descriptors(io_descriptors), robot, obs_group, task, root_body)
+    manifest = manifest_from_io_descriptors(load_io_descriptors(io_descriptors), robot, obs_group, task,
+                                            root_body=root_body, imu=imu)
     widths = {t.name: t.width for t in manifest.obs_terms}
     input_name, output_name = check_policy_file(policy, manifest.obs_dim, manifest.action_dim, widths)
     return dataclasses.replace(manifest, policy=PolicyFile(input_name=input_name, output_name=output_name))
@@ -323,18 +356,55 @@ def _action_term(action: ActionDescriptor, name: str, default_pos: dict[str, flo
     return ActionTerm(name, action_type, action.joint_names, action.scale, None, use_default)
 
 
-def _check_gains(robot, articulation: ArticulationDescriptor, joints: tuple[str, ...]) -> None:
-    """Isaac Lab's non-zero drive gains (implicit actuators) must be the robot description's."""
-    wrong = []
+def _check_gains(robot, articulation: ArticulationDescriptor, joints: tuple[str, ...]) -> list[str]:
+    """Isaac Lab's non-zero drive gains (implicit actuators) must be the robot description's; returns the joints
+    with a zero one (explicit actuators), whose description gains nothing checks."""
+    wrong, unchecked = [], []
     for values, field in ((articulation.stiffness, "stiffness"), (articulation.damping, "damping")):
         by_joint = articulation.by_joint(values or ())
         for j in joints:
             theirs, ours = by_joint.get(j, 0.0), float(getattr(robot.joint(j), field))
-            if theirs != 0.0 and not math.isclose(theirs, ours, rel_tol=GAIN_TOLERANCE):
+            if theirs == 0.0:
+                unchecked.append(j)
+            elif not math.isclose(theirs, ours, rel_tol=GAIN_TOLERANCE):
                 wrong.append(f"{j} {field} {theirs:g} in Isaac Lab, {ours:g} in the description")
     if wrong:
         raise IsaacLabImportError("the robot description's gains are not those the policy was trained with: "
                                   + "; ".join(wrong))
+    return [j for j in joints if j in unchecked]
+
+
+def _check_default_pose(robot, default_pos: dict[str, float]) -> None:
+    """The robot description's default pose must be the one the policy was trained with (the descriptors')."""
+    wrong = []
+    for j, theirs in default_pos.items():
+        ours = robot.joint(j).default_pos if j in robot.joint_names else theirs
+        if abs(ours - theirs) > OFFSET_TOLERANCE:
+            wrong.append(f"{j} {ours:g} in the description, {theirs:g} in Isaac Lab")
+    if wrong:
+        raise IsaacLabImportError("the robot description's default_joint_pos is not the default pose the policy was "
+                                  "trained with: " + "; ".join(wrong) + "; make the description's default_joint_pos "
+                                  "those of the descriptors")
+
+
+def _check_imu(terms, robot, imu: ImuMount | None, root_body: str) -> None:
+    """Terms that read the IMU need one, as an unrotated frame on the root body (the module docstring's rule)."""
+    reading = [t.name for t in terms if t.full_path in IMU_TERMS]
+    if not reading:
+        return
+    if imu is None:
+        raise IsaacLabImportError(f"observation terms {reading} read the robot's IMU, and robot description "
+                                  f"'{robot.name}' names no imu_site; give it the IMU's site (a site or body, or "
+                                  f"{{parent, pos, quat}}) on the root body '{root_body}'")
+    where = f"the IMU (imu_site '{robot.imu_site}') "
+    if imu.body != root_body:
+        raise IsaacLabImportError(f"{where}sits on body '{imu.body}', not on the root body '{root_body}': {reading} "
+                                  "are the root body's angular velocity and gravity direction, which an IMU on "
+                                  "another body does not measure")
+    if np.linalg.norm(imu.quat[1:]) > OFFSET_TOLERANCE:
+        raise IsaacLabImportError(f"{where}is rotated in the root body '{root_body}' (quat {[round(q, 6) for q in imu.quat]}): "
+                                  f"{reading} are in the root body's frame and the robot side does not rotate IMU "
+                                  "readings; give an imu_site whose axes are the root body's")
 
 
 def _check_joints_known(robot, actions, terms) -> None:

@@ -243,6 +243,26 @@ def check_against_model(description: RobotDescription, robot: RobotFile) -> None
                                             f"{robot.path}; bodies: {list(robot.bodies)}")
 
 
+Frame = tuple[str, tuple[float, ...], tuple[float, ...]]
+"""A frame fixed to a body: (body, pos [m], quat w x y z in the body's frame)."""
+
+
+def site_frame(robot: RobotFile, target: str, offset: SiteOffset = SiteOffset()) -> Frame:
+    """The frame of a description's site: `offset` in the frame of site or body `target`, on the body it names."""
+    body, pos, quat = robot.site_frames[target] if target in robot.sites else (target, (0.0, 0.0, 0.0),
+                                                                               (1.0, 0.0, 0.0, 0.0))
+    return (body, *_compose(pos, quat, offset.pos, offset.quat))
+
+
+def rigid_frame(robot: RobotFile, frame: Frame) -> Frame:
+    """`frame` on the nearest body that moves with joints of its own (or is the root): up through jointless bodies."""
+    body, pos, quat = frame
+    while body in robot.welds:
+        body, parent_pos, parent_quat = robot.welds[body]
+        pos, quat = _compose(parent_pos, parent_quat, pos, quat)
+    return body, pos, quat
+
+
 # Private helpers.
 
 
@@ -270,6 +290,14 @@ def _site(key: str, value) -> tuple[str, SiteOffset]:
                                         f"(norm {norm:.4f})")
         quat = quat / norm
     return str(value["parent"]), SiteOffset(pos, tuple(float(q) for q in quat))
+
+
+def _compose(parent_pos, parent_quat, pos, quat) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """(pos, quat) given in a frame that sits at (parent_pos, parent_quat), expressed in that frame's parent."""
+    site_pos, site_quat = np.zeros(3), np.zeros(4)
+    mujoco.mju_rotVecQuat(site_pos, np.asarray(pos, dtype=float), np.asarray(parent_quat, dtype=float))
+    mujoco.mju_mulQuat(site_quat, np.asarray(parent_quat, dtype=float), np.asarray(quat, dtype=float))
+    return tuple(map(float, site_pos + np.asarray(parent_pos))), tuple(map(float, site_quat))
 
 
 def _vector(where: str, value, size: int) -> tuple[float, ...]:

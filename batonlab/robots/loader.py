@@ -19,6 +19,7 @@ from batonlab.robots.description import (
     SiteOffset,
     check_against_model,
     load_description,
+    site_frame,
 )
 from batonlab.robots.model_file import RobotFile, read_robot_file
 
@@ -190,14 +191,8 @@ def _add_frame_site(spec: mujoco.MjSpec, robot: RobotFile, target: str, offset: 
         return
     if site in robot.sites:
         raise RobotDescriptionError(f"{key} '{target}': the model already has a different site named '{site}'")
-    body, pos, quat = robot.site_frames[target] if target in robot.sites else (target, (0.0, 0.0, 0.0),
-                                                                               (1.0, 0.0, 0.0, 0.0))
-    # The site's frame in its body: the parent frame (pos, quat) composed with the offset.
-    site_pos, site_quat = np.zeros(3), np.zeros(4)
-    mujoco.mju_rotVecQuat(site_pos, np.asarray(offset.pos), np.asarray(quat))
-    mujoco.mju_mulQuat(site_quat, np.asarray(quat), np.asarray(offset.quat))
-    spec.body(body).add_site(name=site, pos=list(site_pos + np.asarray(pos)), quat=list(site_quat), size=_SITE_SIZE,
-                             group=4)
+    body, pos, quat = site_frame(robot, target, offset)
+    spec.body(body).add_site(name=site, pos=list(pos), quat=list(quat), size=_SITE_SIZE, group=4)
 
 
 def _compensate_gravity(spec: mujoco.MjSpec, root: mujoco.MjsBody, desc: RobotDescription) -> None:

@@ -65,6 +65,9 @@ class RobotFile:
     """Site names."""
     site_frames: dict[str, tuple[str, tuple[float, ...], tuple[float, ...]]]
     """Each site's (body, pos [m], quat wxyz) in its body's frame, as compiled."""
+    welds: dict[str, tuple[str, tuple[float, ...], tuple[float, ...]]]
+    """Each body without joints below the root (a URDF fixed joint's child): its (parent body, pos [m], quat wxyz)
+    in the parent's frame, as compiled."""
     followers: dict[str, tuple[str, float, float]]
     """Joints that follow another joint (URDF `<mimic>`, MJCF joint equality): follower -> (leader, offset,
     multiplier), follower = offset + multiplier · leader [rad or m]."""
@@ -118,11 +121,14 @@ def read_robot_file(path: str | Path, package_roots: dict[str, Path] | None = No
         for i in range(model.nsite)
     }
     bodies = tuple(model.body(b).name for b in range(1, model.nbody))
+    welds = {model.body(b).name: (model.body(int(model.body_parentid[b])).name, tuple(map(float, model.body_pos[b])),
+                                  tuple(map(float, model.body_quat[b])))
+             for b in range(1, model.nbody) if model.body_jntnum[b] == 0 and model.body_parentid[b] != 0}
     followers = {model.joint(int(model.eq_obj1id[e])).name: (model.joint(int(model.eq_obj2id[e])).name,
                                                              float(model.eq_data[e, 0]), float(model.eq_data[e, 1]))
                  for e in range(model.neq)
                  if int(model.eq_type[e]) == int(mujoco.mjtEq.mjEQ_JOINT) and int(model.eq_obj2id[e]) >= 0}
-    return RobotFile(path, spec, tuple(joints), bodies, sites, site_frames, followers)
+    return RobotFile(path, spec, tuple(joints), bodies, sites, site_frames, welds, followers)
 
 
 def _rewrite_urdf(path: Path, package_roots: dict[str, Path]) -> tuple[str, dict[str, float], dict[str, float]]:

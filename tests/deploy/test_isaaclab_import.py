@@ -81,7 +81,8 @@ imu_site: imu
 
 
 def quadruped_mjcf() -> str:
-    """A 12-joint quadruped on a floating base, primitives only; hips and thighs carry their effort limit."""
+    """A 12-joint quadruped on a floating base, primitives only; hips and thighs carry their effort limit; an IMU
+    site on the base and one on a jointless body (a URDF fixed joint's child) on it."""
     legs = []
     for leg in LEGS:
         x, y = (0.19 if leg[0] == "F" else -0.19), (0.05 if leg[1] == "L" else -0.05)
@@ -106,7 +107,10 @@ def quadruped_mjcf() -> str:
     <body name="base" pos="0 0 0.4">
       <freejoint name="root"/>
       <geom type="box" size="0.19 0.05 0.05" mass="6"/>
-      <site name="imu" pos="0 0 0.02"/>{''.join(legs)}
+      <site name="imu" pos="0 0 0.02"/>
+      <body name="imu_link" pos="0.05 0 0.03">
+        <site name="imu_chip" pos="0 0.01 0"/>
+      </body>{''.join(legs)}
     </body>
   </worldbody>
 </mujoco>
@@ -197,12 +201,12 @@ def obs_dim_of(descriptors: dict) -> int:
     return sum(t["shape"][0] * max(1, t["overloads"]["history_length"]) for t in descriptors["observations"]["policy"])
 
 
-def write_inputs(folder: Path, descriptors: dict, obs_dim: int | None = None, blind: slice = slice(0)
-                 ) -> tuple[Path, Path, Path]:
+def write_inputs(folder: Path, descriptors: dict, obs_dim: int | None = None, blind: slice = slice(0),
+                 robot_yaml: str = ROBOT_YAML) -> tuple[Path, Path, Path]:
     """(IO-descriptor YAML, policy.onnx, robot description) in `folder`; the policy takes `obs_dim` inputs."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "quad12.xml").write_text(quadruped_mjcf())
-    (folder / "quad12.yaml").write_text(ROBOT_YAML)
+    (folder / "quad12.yaml").write_text(robot_yaml)
     io_path = folder / "quad12_velocity_IO_descriptors.yaml"
     io_path.write_text(yaml.safe_dump(descriptors, sort_keys=True))
     policy = folder / "policy.onnx"
@@ -216,8 +220,9 @@ def run_cli(*args, capsys) -> tuple[int, str, str]:
     return code, out.out, out.err
 
 
-def import_cli(folder: Path, descriptors: dict, capsys, obs_dim: int | None = None) -> tuple[int, str, str, Path]:
-    io_path, policy, robot = write_inputs(folder, descriptors, obs_dim)
+def import_cli(folder: Path, descriptors: dict, capsys, obs_dim: int | None = None, robot_yaml: str = ROBOT_YAML
+               ) -> tuple[int, str, str, Path]:
+    io_path, policy, robot = write_inputs(folder, descriptors, obs_dim, robot_yaml=robot_yaml)
     out_dir = folder / "exported"
     code, out, err = run_cli("import-isaaclab", io_path, policy, "--robot", robot, out_dir, capsys=capsys)
     return code, out, err, out_dir
@@ -306,8 +311,10 @@ def test_an_isaaclab_velocity_policy_imports_and_passes_the_deploy_check(tmp_pat
         ("base_ang_vel", "batonlab.observations.sensors:sensor"), ("projected_gravity", "batonlab.observations.sensors:projected_gravity"),
         ("generated_commands", "batonlab.observations.commands:generated_command"), ("joint_pos_rel", "batonlab.observations.proprioception:joint_pos_rel"),
         ("joint_vel_rel", "batonlab.observations.proprioception:joint_vel"), ("last_action", "batonlab.observations.proprioception:last_action")]
-    assert {n: (s.source, s.frame) for n, s in manifest.sensors.items()} == {
-        "imu_gyro": ("imu.angular_velocity", "base"), "imu_quat": ("imu.orientation", "base")}
+    # The IMU site sits 2 cm above the root body, axes aligned: it reads the root body's quantities.
+    assert {n: (s.source, s.frame, s.body, s.pos, s.quat) for n, s in manifest.sensors.items()} == {
+        "imu_gyro": ("imu.angular_velocity", "imu", "base", (0.0, 0.0, 0.02), (1.0, 0.0, 0.0, 0.0)),
+        "imu_quat": ("imu.orientation", "imu", "base", (0.0, 0.0, 0.02), (1.0, 0.0, 0.0, 0.0))}
     command = manifest.commands["generated_commands"]
     assert command.fields == ("lin_vel_x", "lin_vel_y", "ang_vel_z") and command.default == (0.0, 0.0, 0.0)
     # The graph is Isaac Lab's; the file carries the manifest's contract as metadata.
@@ -436,6 +443,81 @@ def test_a_bad_descriptor_file_fails_naming_the_problem(tmp_path, capsys, case):
     for text in expected:
         assert text in err, err
     assert not out_dir.exists(), "nothing is written for a file that cannot be imported"
+
+
+def _robot_yaml(old: str, new: str) -> str:
+    assert old in ROBOT_YAML
+    return ROBOT_YAML.replace(old, new)
+
+
+def _fails_in_one_line(code: int, err: str, out_dir: Path, *expected: str) -> None:
+    assert code == 2 and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err
+    for text in expected:
+        assert text in err, err
+    assert not out_dir.exists(), "nothing is written for a policy that cannot be imported"
+
+
+def test_a_description_default_pose_other_than_the_descriptors_fails_naming_each_joint(tmp_path, capsys):
+    robot_yaml = _robot_yaml('"F._thigh_joint": 0.8', '"F._thigh_joint": 0.6')
+    code, _, err, out_dir = import_cli(tmp_path, io_descriptors(), capsys, robot_yaml=robot_yaml)
+    _fails_in_one_line(code, err, out_dir, "default_joint_pos is not the default pose the policy was trained with: "
+                       "FL_thigh_joint 0.6 in the description, 0.8 in Isaac Lab; FR_thigh_joint 0.6 in the description, "
+                       "0.8 in Isaac Lab; make the description's default_joint_pos those of the descriptors")
+    assert "RL_thigh_joint" not in err
+
+
+@pytest.mark.parametrize(("imu_site", "pos"), [
+    ("{parent: base, pos: [0.1, 0.0, 0.05], rpy: [0.0, 0.0, 0.0]}", (0.1, 0.0, 0.05)),
+    ("{parent: imu, pos: [0.01, 0.0, 0.0]}", (0.01, 0.0, 0.02)),
+    ("imu_chip", (0.05, 0.01, 0.03)),
+], ids=["offset_from_the_root", "offset_from_a_site", "site_of_a_welded_body"])
+def test_an_imu_translated_on_the_root_body_imports_with_its_position(tmp_path, capsys, imu_site, pos):
+    """A translation on the rigid root body changes neither its angular velocity nor the gravity direction."""
+    code, _, err, out_dir = import_cli(tmp_path, io_descriptors(), capsys,
+                                       robot_yaml=_robot_yaml("imu_site: imu", f"imu_site: {imu_site}"))
+    assert code == 0, err
+    for name in ("imu_gyro", "imu_quat"):
+        sensor = load_manifest(out_dir).sensors[name]
+        assert (sensor.frame, sensor.body, sensor.quat) == ("imu", "base", (1.0, 0.0, 0.0, 0.0))
+        np.testing.assert_allclose(sensor.pos, pos, atol=1e-12)
+
+
+@pytest.mark.parametrize(("imu_site", "expected"), [
+    ("{parent: base, pos: [0.1, 0.0, 0.0], rpy: [0.0, 0.0, 1.5707963]}",
+     "the IMU (imu_site 'base') is rotated in the root body 'base' (quat [0.707107, 0.0, 0.0, 0.707107]): "
+     "['base_ang_vel', 'projected_gravity'] are in the root body's frame and the robot side does not rotate IMU readings"),
+    ("FL_thigh", "the IMU (imu_site 'FL_thigh') sits on body 'FL_thigh', not on the root body 'base': "
+                 "['base_ang_vel', 'projected_gravity'] are the root body's angular velocity and gravity direction"),
+], ids=["rotated", "on_another_body"])
+def test_an_imu_rotated_or_on_another_body_fails_saying_why(tmp_path, capsys, imu_site, expected):
+    code, _, err, out_dir = import_cli(tmp_path, io_descriptors(), capsys,
+                                       robot_yaml=_robot_yaml("imu_site: imu", f"imu_site: {imu_site}"))
+    _fails_in_one_line(code, err, out_dir, expected)
+
+
+def test_a_policy_reading_the_imu_needs_an_imu_site(tmp_path, capsys):
+    robot_yaml = _robot_yaml("imu_site: imu\n", "")
+    code, _, err, out_dir = import_cli(tmp_path, io_descriptors(), capsys, robot_yaml=robot_yaml)
+    _fails_in_one_line(code, err, out_dir, "observation terms ['base_ang_vel', 'projected_gravity'] read the robot's "
+                       "IMU, and robot description 'quad12' names no imu_site")
+    no_imu = io_descriptors()
+    del no_imu["observations"]["policy"][:2]  # base_ang_vel, projected_gravity
+    code, _, err, _ = import_cli(tmp_path / "no_imu", no_imu, capsys, robot_yaml=robot_yaml)
+    assert code == 0, "a policy that reads no IMU imports without one: " + err
+
+
+def test_zero_isaaclab_gains_are_reported_with_the_description_gains_used(tmp_path, capsys):
+    code, out, err, _ = import_cli(tmp_path, io_descriptors(), capsys)
+    assert code == 0, err
+    lines = [line for line in out.splitlines() if "zero drive gains" in line]
+    assert lines == ["[batonlab] Isaac Lab reports zero drive gains (explicit actuators) for 12 joints, so nothing "
+                     f"checks the gains used, the robot description's: kp 20, kd 0.5 for {ISAACLAB_JOINTS}"]
+    implicit = _mutate(("articulations", "robot", "default_joint_stiffness"), [KP] * 12)(io_descriptors())
+    implicit["articulations"]["robot"]["default_joint_damping"] = [KD] * 12
+    code, out, err, _ = import_cli(tmp_path / "implicit", implicit, capsys)
+    assert code == 0, err
+    assert "zero drive gains" not in out, "gains Isaac Lab reports are checked, not reported"
 
 
 def test_an_onnx_of_another_width_fails_naming_both_widths(tmp_path, capsys):
