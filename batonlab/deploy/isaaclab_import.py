@@ -195,8 +195,8 @@ def manifest_from_io_descriptors(io: IoDescriptors, robot: RobotDescription, obs
         robot: The robot description: gains, effort limits and the joints the robot has.
         obs_group: The observation group the policy reads.
         task: The manifest's task name.
-        root_body: The articulation's root body in the robot's model file: the frame of the IMU readings
-            (written into the manifest's sensors for whoever wires the robot's IMU).
+        root_body: The articulation's root body in the robot's model file: the body the IMU must sit on
+            and the frame of base_lin_vel (written into the manifest's sensors for whoever wires the robot).
         imu: Where the robot's IMU sits (None: the description names no `imu_site`).
 
     Raises:
@@ -402,8 +402,9 @@ def _check_imu(terms, robot, imu: ImuMount | None, root_body: str) -> None:
                                   "are the root body's angular velocity and gravity direction, which an IMU on "
                                   "another body does not measure")
     if np.linalg.norm(imu.quat[1:]) > OFFSET_TOLERANCE:
-        raise IsaacLabImportError(f"{where}is rotated in the root body '{root_body}' (quat {[round(q, 6) for q in imu.quat]}): "
-                                  f"{reading} are in the root body's frame and the robot side does not rotate IMU "
+        quat = [round(q, 6) for q in imu.quat]
+        raise IsaacLabImportError(f"{where}is rotated in the root body '{root_body}' (quat {quat}): {reading} are "
+                                  "in the root body's frame and the robot side does not rotate IMU "
                                   "readings; give an imu_site whose axes are the root body's")
 
 

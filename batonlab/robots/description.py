@@ -258,8 +258,9 @@ def rigid_frame(robot: RobotFile, frame: Frame) -> Frame:
     """`frame` on the nearest body that moves with joints of its own (or is the root): up through jointless bodies."""
     body, pos, quat = frame
     while body in robot.welds:
-        body, parent_pos, parent_quat = robot.welds[body]
-        pos, quat = _compose(parent_pos, parent_quat, pos, quat)
+        parent, body_pos, body_quat = robot.welds[body]
+        pos, quat = _compose(body_pos, body_quat, pos, quat)
+        body = parent
     return body, pos, quat
 
 

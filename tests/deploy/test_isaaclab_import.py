@@ -462,8 +462,9 @@ def test_a_description_default_pose_other_than_the_descriptors_fails_naming_each
     robot_yaml = _robot_yaml('"F._thigh_joint": 0.8', '"F._thigh_joint": 0.6')
     code, _, err, out_dir = import_cli(tmp_path, io_descriptors(), capsys, robot_yaml=robot_yaml)
     _fails_in_one_line(code, err, out_dir, "default_joint_pos is not the default pose the policy was trained with: "
-                       "FL_thigh_joint 0.6 in the description, 0.8 in Isaac Lab; FR_thigh_joint 0.6 in the description, "
-                       "0.8 in Isaac Lab; make the description's default_joint_pos those of the descriptors")
+                       "FL_thigh_joint 0.6 in the description, 0.8 in Isaac Lab; FR_thigh_joint 0.6 in the "
+                       "description, 0.8 in Isaac Lab; make the description's default_joint_pos those of the "
+                       "descriptors")
     assert "RL_thigh_joint" not in err
 
 
@@ -486,7 +487,8 @@ def test_an_imu_translated_on_the_root_body_imports_with_its_position(tmp_path, 
 @pytest.mark.parametrize(("imu_site", "expected"), [
     ("{parent: base, pos: [0.1, 0.0, 0.0], rpy: [0.0, 0.0, 1.5707963]}",
      "the IMU (imu_site 'base') is rotated in the root body 'base' (quat [0.707107, 0.0, 0.0, 0.707107]): "
-     "['base_ang_vel', 'projected_gravity'] are in the root body's frame and the robot side does not rotate IMU readings"),
+     "['base_ang_vel', 'projected_gravity'] are in the root body's frame and the robot side does not rotate IMU "
+     "readings"),
     ("FL_thigh", "the IMU (imu_site 'FL_thigh') sits on body 'FL_thigh', not on the root body 'base': "
                  "['base_ang_vel', 'projected_gravity'] are the root body's angular velocity and gravity direction"),
 ], ids=["rotated", "on_another_body"])
