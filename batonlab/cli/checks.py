@@ -72,12 +72,12 @@ def check_path_names(paths: dict[str, str | None]) -> None:
         if not path:
             continue
         limit = _name_max(Path(path))
-        for name in Path(path).parts:
-            size = len(os.fsencode(name))
-            if size > limit:
-                shown = path if len(path) <= 60 else path[:57] + "..."
-                raise CheckError(f"{key}={shown}: the name {name[:20]}... is {size} bytes; expected names of at most "
-                                 f"{limit} bytes, the longest this file system allows")
+        sizes = {name: len(os.fsencode(name)) for name in Path(path).parts}
+        too_long = [name for name, size in sizes.items() if size > limit]
+        if too_long:
+            shown = Path(*(name[:20] + "..." if name in too_long else name for name in Path(path).parts))
+            raise CheckError(f"{key}={shown}: a name of {sizes[too_long[0]]} bytes; expected names of at most {limit} "
+                             "bytes, the longest this file system allows")
 
 
 def check_task(task: TaskCfg, agent: RunnerCfg) -> None:

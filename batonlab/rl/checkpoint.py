@@ -24,7 +24,7 @@ _CHECKPOINT = re.compile(r"model_(\d+)\.pt$")
 _TEMPORARY_GLOB = ".model_*.pt.*.tmp"
 _CONFIG_TEMPORARY_GLOB = ".config.yaml.*.tmp"
 _ZIP_MAGIC = b"PK\x03\x04"
-"""The first bytes of a `torch.save` file (a zip archive)."""
+"""The first bytes of a `torch.save` file (a zip archive since torch 1.6)."""
 _REQUIRED_KEYS = ("version", "iter", "total_env_steps")
 """Keys every batonlab checkpoint holds, besides its models (`actor_state_dict`, `student_state_dict`, ...)."""
 _LAYOUT = f"batonlab train writes a dict with keys {list(_REQUIRED_KEYS)} and its models' tensors"
@@ -54,6 +54,10 @@ def load(path: str | Path, map_location: str | torch.device = "cpu") -> dict:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint not found: {path}")
+    with path.open("rb") as f:
+        if f.read(len(_ZIP_MAGIC)) != _ZIP_MAGIC:  # before torch.load, which warns about what it then fails to read
+            raise CheckpointError(f"checkpoint {path} is not a batonlab checkpoint: not a torch.save file (corrupt, "
+                                  f"or written by another program; {_LAYOUT})")
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:
@@ -115,11 +119,7 @@ def remove_stale_temporaries(run_dir: str | Path) -> list[Path]:
 
 
 def _unreadable(path: Path, err: Exception) -> CheckpointError:
-    """Why `torch.load` failed on `path`: not a torch.save file, pickled objects, or a file cut short."""
-    with path.open("rb") as f:
-        if f.read(len(_ZIP_MAGIC)) != _ZIP_MAGIC:
-            return CheckpointError(f"checkpoint {path} is not a batonlab checkpoint: not a torch.save file (corrupt, "
-                                   f"or written by another program; {_LAYOUT})")
+    """Why `torch.load` failed on the torch.save file `path`: pickled objects, or a file cut short or corrupt."""
     if isinstance(err, pickle.UnpicklingError) and "Weights only load failed" in str(err):
         return CheckpointError(f"checkpoint {path} is not a batonlab checkpoint: it holds pickled Python objects "
                                f"(a whole model?), which a weights-only load refuses; {_LAYOUT}")
