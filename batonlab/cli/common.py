@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import torch
 from hydra.core.override_parser.types import Override
-from hydra.errors import HydraException
 
+from batonlab.cli import checks
 from batonlab.cli import overrides as ov
 from batonlab.cli.exit_codes import INTERRUPTED  # noqa: F401  (re-exported for the commands)
 from batonlab.cli.options import TOP_LEVEL_ONLY, CliOptions, defaults
@@ -61,8 +61,8 @@ def parse_options(args: list[str]) -> tuple[CliOptions, list[Override]]:
     """Apply the top-level overrides to the defaults; returns them and the parsed env./agent. overrides."""
     try:
         parsed = ov.parse(args)
-    except HydraException as err:
-        raise CliError(f"could not parse overrides {args}: {' '.join(str(err).split())}") from None
+    except ov.OverrideError as err:
+        raise CliError(str(err)) from None
     top = defaults()
     valid = [f.name for f in fields(CliOptions)]
     task_overrides = []
@@ -121,7 +121,7 @@ def build_invocation(args: list[str], play: bool = False) -> Invocation:
         except ov.OverrideError as err:
             raise CliError(str(err)) from None
     task.seed = top.seed
-    _validate(top, task, agent)
+    _validate(top, task, agent, play)
     return Invocation(top, top.task, task, agent, make_task, task_overrides)
 
 
@@ -218,7 +218,7 @@ def find_checkpoint(top: CliOptions, run_dir: Path) -> Path:
         if not path.is_file():
             raise CliError(_missing_checkpoint(path))
         try:
-            checkpoint.load(path)
+            checkpoint.check_batonlab(checkpoint.load(path), path)
         except checkpoint.CheckpointError as err:
             raise CliError(str(err)) from None
         return path
@@ -300,11 +300,15 @@ def _locate_run(top: CliOptions) -> None:
 
 
 def _missing_checkpoint(path: Path) -> str:
+    if path.is_dir():
+        found = [p.name for p in checkpoint.checkpoints(path)]
+        return (f"checkpoint={path} is a folder: use run_dir={path} or name a model_N.pt in it" +
+                (f" (it has {found})" if found else " (it has no model_*.pt)"))
     others = [p.name for p in checkpoint.checkpoints(path.parent)] if path.parent.is_dir() else []
     return f"checkpoint {path} does not exist" + (f"; {path.parent} has {others}" if others else "")
 
 
-def _validate(top: CliOptions, task: TaskCfg, agent: RunnerCfg) -> None:
+def _validate(top: CliOptions, task: TaskCfg, agent: RunnerCfg, play: bool) -> None:
     """Values that would fail (or do nothing) only later, after the simulation is built."""
     from batonlab.sim import BACKENDS
 
@@ -315,12 +319,21 @@ def _validate(top: CliOptions, task: TaskCfg, agent: RunnerCfg) -> None:
         "play.record_episodes": (top.play.record_episodes, 0), "agent.max_iterations": (agent.max_iterations, 1),
         "agent.save_interval": (agent.save_interval, 1), "agent.num_steps_per_env": (agent.num_steps_per_env, 1),
         "agent.learner_threads": (agent.learner_threads, 0),
+        "agent.algorithm.num_learning_epochs": (agent.algorithm.num_learning_epochs, 1),
+        "agent.algorithm.num_mini_batches": (agent.algorithm.num_mini_batches, 1),
     }
     for key, (value, low) in at_least.items():
         if value is not None and value < low:
             raise CliError(f"{key}={value}: expected an integer >= {low}")
     try:
+        checks.check_seed(top.seed)
+        checks.check_positive({"env.sim.physics_dt": task.sim.physics_dt, "env.episode_length_s": task.episode_length_s,
+                               "agent.algorithm.learning_rate": agent.algorithm.learning_rate})
+        checks.check_agent(agent)
+        checks.check_path_names({"log_root": top.log_root, "agent.experiment_name": agent.experiment_name,
+                                 "export.out_dir": top.export.out_dir, "record": top.record})
         task.validate()
+        checks.check_task(task, agent)
     except ValueError as err:
         raise CliError(str(err)) from None
     if task.sim.backend not in BACKENDS:
@@ -338,6 +351,12 @@ def _validate(top: CliOptions, task: TaskCfg, agent: RunnerCfg) -> None:
         raise CliError(str(err)) from None
     _check_device("device", top.device)
     _check_device("env.sim.device", task.sim.device)
+    # Last: it compiles the model, which the values above must allow (a time step > 0, say).
+    worlds = {"play.num_episodes": top.play.num_episodes} if play else {"env.num_envs": task.num_envs}
+    try:
+        checks.check_model(task, worlds)
+    except checks.CheckError as err:
+        raise CliError(str(err)) from None
 
 
 def _check_device(key: str, name: str) -> None:

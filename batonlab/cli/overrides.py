@@ -10,6 +10,7 @@ ints, tuples take lists of the right length. An unknown key fails with the valid
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import types
@@ -19,6 +20,7 @@ from typing import Any, Literal, Union
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
+from hydra.errors import HydraException
 
 
 class OverrideError(ValueError):
@@ -30,8 +32,17 @@ class UnknownKeyError(OverrideError):
 
 
 def parse(overrides: list[str]) -> list[Override]:
-    """Parse `key=value` command-line overrides with Hydra's grammar."""
-    return OverridesParser.create().parse_overrides(overrides)
+    """Parse `key=value` command-line overrides with Hydra's grammar.
+
+    Raises:
+        OverrideError: An override the grammar cannot read; one with a non-ASCII name, or a non-ASCII
+            value that is not quoted, is named with its fix.
+    """
+    parser = OverridesParser.create()
+    try:
+        return parser.parse_overrides(overrides)
+    except HydraException as err:
+        raise OverrideError(_unparsable(parser, overrides, err)) from None
 
 
 def apply_override(root: Any, key: str, value: Any, delete: bool = False, root_name: str = "") -> None:
@@ -214,6 +225,24 @@ def _conform(value: Any, hint: Any) -> Any:
         return value
     # Dataclasses, functions and classes cannot be written on a command line.
     return _NO_FIT
+
+
+def _unparsable(parser: OverridesParser, overrides: list[str], err: HydraException) -> str:
+    """The message of overrides Hydra's grammar cannot read: the non-ASCII one and its fix, or Hydra's reason."""
+    for arg in overrides:
+        if arg.isascii():
+            continue
+        key, _, value = arg.partition("=")
+        if not key.isascii():
+            return (f"'{arg}': key '{key}' is not an ASCII name: keys are made of letters, digits, '_' and '.' "
+                    "(see --help for the task's keys)")
+        quote = '"' if "'" in value else "'"
+        quoted = f"{key}={quote}{value}{quote}"
+        with contextlib.suppress(HydraException):
+            parser.parse_overrides([quoted])
+            return (f"'{arg}': an unquoted value must be ASCII; quote it: "
+                    f"{quoted} (a quoted value may hold any characters)")
+    return f"could not parse overrides {overrides}: {' '.join(str(err).split())}"
 
 
 def _editable(node: Any, hint: Any, path: str) -> Iterator[tuple[str, Any, Any]]:

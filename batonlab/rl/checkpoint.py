@@ -9,6 +9,7 @@ mid-write (`kill -9`) leaves the temporary, which `remove_stale_temporaries` del
 from __future__ import annotations
 
 import io
+import pickle
 import re
 from pathlib import Path
 
@@ -16,9 +17,17 @@ import torch
 
 from batonlab.utils import files
 
+CHECKPOINT_VERSION = 1
+"""`version` of the checkpoints `BatonRunner.state_dict` writes."""
+
 _CHECKPOINT = re.compile(r"model_(\d+)\.pt$")
 _TEMPORARY_GLOB = ".model_*.pt.*.tmp"
 _CONFIG_TEMPORARY_GLOB = ".config.yaml.*.tmp"
+_ZIP_MAGIC = b"PK\x03\x04"
+"""The first bytes of a `torch.save` file (a zip archive since torch 1.6)."""
+_REQUIRED_KEYS = ("version", "iter", "total_env_steps")
+"""Keys every batonlab checkpoint holds, besides its models (`actor_state_dict`, `student_state_dict`, ...)."""
+_LAYOUT = f"batonlab train writes a dict with keys {list(_REQUIRED_KEYS)} and its models' tensors"
 
 
 class CheckpointError(RuntimeError):
@@ -45,14 +54,32 @@ def load(path: str | Path, map_location: str | torch.device = "cpu") -> dict:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint not found: {path}")
+    with path.open("rb") as f:
+        if f.read(len(_ZIP_MAGIC)) != _ZIP_MAGIC:  # before torch.load, which warns about what it then fails to read
+            raise CheckpointError(f"checkpoint {path} is not a batonlab checkpoint: not a torch.save file (corrupt, "
+                                  f"or written by another program; {_LAYOUT})")
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:
-        reason = " ".join(str(err).split()).split(". ")[0]  # torch adds paragraphs of advice
-        raise CheckpointError(f"checkpoint {path} is unreadable (truncated or corrupt): {reason}") from err
+        raise _unreadable(path, err) from err
     if not isinstance(state, dict):
         raise CheckpointError(f"checkpoint {path} holds a {type(state).__name__}, not a checkpoint dict")
     return state
+
+
+def check_batonlab(state: dict, path: str | Path, what: str = "checkpoint") -> None:
+    """Check that a loaded `state` is a checkpoint of this batonlab's format (`BatonRunner.state_dict`).
+
+    Raises:
+        CheckpointError: It lacks the keys every batonlab checkpoint has, or has another `version`.
+    """
+    missing = [key for key in _REQUIRED_KEYS if key not in state]
+    if missing:
+        keys = sorted(map(str, state))
+        shown = keys[:8] + (["..."] if len(keys) > 8 else [])
+        raise CheckpointError(f"{what} {path} is not a batonlab checkpoint: it has keys {shown}; {_LAYOUT}")
+    if state["version"] != CHECKPOINT_VERSION:
+        raise CheckpointError(f"{what} {path} has version {state['version']}, expected {CHECKPOINT_VERSION}")
 
 
 def checkpoints(run_dir: str | Path) -> list[Path]:
@@ -86,3 +113,15 @@ def remove_stale_temporaries(run_dir: str | Path) -> list[Path]:
     """
     return files.remove_stale_temporaries(run_dir, _TEMPORARY_GLOB) + files.remove_stale_temporaries(
         run_dir, _CONFIG_TEMPORARY_GLOB)
+
+
+# Private functions.
+
+
+def _unreadable(path: Path, err: Exception) -> CheckpointError:
+    """Why `torch.load` failed on the torch.save file `path`: pickled objects, or a file cut short or corrupt."""
+    if isinstance(err, pickle.UnpicklingError) and "Weights only load failed" in str(err):
+        return CheckpointError(f"checkpoint {path} is not a batonlab checkpoint: it holds pickled Python objects "
+                               f"(a whole model?), which a weights-only load refuses; {_LAYOUT}")
+    reason = " ".join(str(err).split()).split(". ")[0]  # torch adds paragraphs of advice
+    return CheckpointError(f"checkpoint {path} is unreadable (truncated or corrupt): {reason}")

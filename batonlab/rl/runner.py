@@ -31,8 +31,6 @@ from batonlab.rl.distributed import DistributedContext
 from batonlab.rl.vecenv import RslRlVecEnv
 from batonlab.utils.threads import torch_threads
 
-CHECKPOINT_VERSION = 1
-
 
 class BatonRunner:
     """On-policy PPO training over a `RslRlVecEnv`; `cfg.algorithm.class_name` picks rsl-rl's PPO, a
@@ -272,7 +270,7 @@ class BatonRunner:
         student, the teacher, and what rebuilds them (`teacher_cfg`, `student_obs_groups`)."""
         state = self.alg.save()
         state.update(
-            version=CHECKPOINT_VERSION,
+            version=checkpoint.CHECKPOINT_VERSION,
             algorithm=self.cfg.algorithm.class_name,
             iter=self.iteration,
             total_env_steps=self.total_env_steps,
@@ -304,9 +302,7 @@ class BatonRunner:
                 checkpoint of another task, network or set of costs).
         """
         state = checkpoint.load(path, map_location=self.device)
-        if state.get("version") != CHECKPOINT_VERSION:
-            raise checkpoint.CheckpointError(
-                f"checkpoint {path} has version {state.get('version')}, expected {CHECKPOINT_VERSION}")
+        checkpoint.check_batonlab(state, path)
         saved_algorithm, algorithm = state.get("algorithm", "PPO"), self.cfg.algorithm.class_name
         if load_optimizer and saved_algorithm != algorithm:
             raise checkpoint.CheckpointError(
@@ -350,9 +346,7 @@ class BatonRunner:
             raise checkpoint.CheckpointError(f"a teacher is only loaded by Distillation; this runner uses "
                                              f"{self.cfg.algorithm.class_name}")
         state = checkpoint.load(path, map_location=self.device)
-        if state.get("version") != CHECKPOINT_VERSION:
-            raise checkpoint.CheckpointError(
-                f"teacher checkpoint {path} has version {state.get('version')}, expected {CHECKPOINT_VERSION}")
+        checkpoint.check_batonlab(state, path, what="teacher checkpoint")
         if "actor_state_dict" not in state:
             raise checkpoint.CheckpointError(f"teacher checkpoint {path} holds no actor (a {state.get('algorithm')} "
                                              "checkpoint); a teacher is the actor of an RL run")
