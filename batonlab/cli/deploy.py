@@ -6,7 +6,8 @@
     batonlab deploy --sim … --record DIR            … and policy_node records a rosbag2 bag in DIR (batonlab replay BAG)
     batonlab deploy --sim … --real-time             … the sim robot runs on the wall clock, as a robot (default: lockstep)
 
-A checkpoint (`model_*.pt`) or a run folder is exported first (next to it, in `exported/`). Every
+A checkpoint (`model_*.pt`) or a run folder is exported first (next to it, in `exported/`; an export there
+whose checkpoint, robot files and config.yaml are unchanged is reused). Every
 export is dry-run before it is called deployable: the robot-side runtime loads the ONNX file and
 runs a few control steps at the default pose (`batonlab.deploy.dry_run`). The two nodes run as
 child processes, like `ros2 launch sim2sim_ros sim_to_sim.launch.py` would start them, their output
@@ -141,12 +142,14 @@ def export_changes(out_dir: Path, run_dir: Path, ckpt: Path | None) -> list[str]
     sources = export_sources(run_dir, ckpt, robot_bundle(robot) if robot else None)
     changes = []
     if sources["checkpoint_sha256"] != exported["checkpoint_sha256"]:
-        changes.append(f"checkpoint {ckpt.name} differs from the exported {Path(exported.get('checkpoint', '?')).name}")
+        changes.append(f"the checkpoint {ckpt.name} (sha256 {sources['checkpoint_sha256'][:12]}) is not the one "
+                       f"exported ({Path(exported.get('checkpoint', '?')).name}, "
+                       f"sha256 {exported['checkpoint_sha256'][:12]})")
     robot_changes = changed_files(exported.get("robot_sha256") or {}, sources["robot_sha256"] or {})
     if robot_changes:
-        changes.append(f"robot files {robot_changes} changed")
+        changes.append(f"the robot files {robot_changes} changed")
     if sources["config_sha256"] != exported.get("config_sha256"):
-        changes.append(f"{run_dir / 'config.yaml'} changed")
+        changes.append("the run's config.yaml changed")
     return changes
 
 

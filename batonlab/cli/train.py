@@ -183,7 +183,8 @@ def _train(inv: Invocation, device: str, ctx, on_iteration) -> TrainResult:
         if is_main:
             # The run keeps a copy of its robot's files and names it relative to itself: the folder can move.
             robot = record_run_robot(top, run_dir)
-            config = {"task_name": inv.task_name, "cli": dataclasses.replace(top, robot=robot["robot"]) if robot else top}
+            cli = dataclasses.replace(top, robot=robot["robot"]) if robot else top
+            config = {"task_name": inv.task_name, "cli": cli}
             if robot:
                 config["robot_sha256"] = robot["robot_sha256"]
             write_yaml({**config, "env": inv.task, "agent": inv.agent}, run_dir / "config.yaml")

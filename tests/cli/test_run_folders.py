@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from batonlab.cli.main import main
+from batonlab.deploy.manifest import sha256_file
 from batonlab.rl import checkpoint
 from robot_files import write_urdf_arm
 
@@ -110,8 +111,28 @@ def test_deploy_reuses_the_runs_export_until_its_checkpoint_changes(run, capsys)
     checkpoint.save_atomic(saved, run / "model_1.pt")
     assert main(["deploy", str(run)]) == 0
     out = capsys.readouterr().out
-    assert (f"[batonlab] re-exporting {run / 'exported'}: checkpoint model_1.pt differs from the exported "
-            "model_1.pt") in out
+    old, new = json.loads(first[1])["training_config"]["checkpoint_sha256"], sha256_file(run / "model_1.pt")
+    assert (f"[batonlab] re-exporting {run / 'exported'}: the checkpoint model_1.pt (sha256 {new[:12]}) is not the "
+            f"one exported (model_1.pt, sha256 {old[:12]})\n") in out
     assert "[batonlab] exported" in out
-    assert json.loads(manifest.read_bytes())["training_config"]["checkpoint_sha256"] != \
-        json.loads(first[1])["training_config"]["checkpoint_sha256"]
+    assert json.loads(manifest.read_bytes())["training_config"]["checkpoint_sha256"] == new
+    assert not (run / "exported" / "sim_to_sim").exists()  # the new export's folder: that log was the old one's
+
+
+def test_deploy_sim_twice_reuses_the_export_the_second_time(run, capsys):
+    """Over ROS 2 (one episode each): the second `deploy --sim RUN` runs the first one's export, its own
+    `sim_to_sim/` output beside it, and the sim robot builds the URDF arm from the export's copy."""
+    pytest.importorskip("rclpy", reason="needs rclpy: pip install batonlab[ros]")
+    from ros.nodes import new_domain_id
+
+    manifest = run / "exported" / "manifest.json"
+    for call in range(2):
+        assert main(["deploy", "--sim", str(run), "--episodes", "1", "--domain-id", str(new_domain_id())]) == 0
+        out = capsys.readouterr().out
+        assert "[batonlab] sim-to-sim over ROS 2: success rate" in out
+        if call == 0:
+            assert "[batonlab] exported" in out
+            first = (manifest.stat().st_mtime_ns, manifest.read_bytes())
+    assert f"[batonlab] reusing {run / 'exported'}: its checkpoint" in out and "[batonlab] exported" not in out
+    assert (manifest.stat().st_mtime_ns, manifest.read_bytes()) == first
+    assert (run / "exported" / "sim_to_sim" / "sim_robot_node.log").is_file()
