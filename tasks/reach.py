@@ -112,12 +112,13 @@ def reach_joints(description: RobotDescription) -> tuple[str, ...]:
 
 
 def _scene_builder(path: Path, description: RobotDescription):
-    """`SceneCfg.build` of the robot on the table; its name in a run's config.yaml names the robot file."""
+    """`SceneCfg.build` of the robot on the table; its name in a run's config.yaml names the description file
+    (by its name only: config.yaml's `robot_sha256` says which files, and a run moves to other folders)."""
 
     def build() -> mujoco.MjSpec:
         return make_table_robot_spec(description)
 
-    build.__qualname__ = f"make_table_robot_spec(robot={path})"
+    build.__qualname__ = f"make_table_robot_spec(robot={path.name})"
     return build
 
 

@@ -113,7 +113,8 @@ def description_robot(source: str | Path | dict | RobotDescription) -> MobileRob
     def build() -> mujoco.MjSpec:
         return make_velocity_scene_spec(description, stance)
 
-    shown = str(Path(source).resolve()) if isinstance(source, (str, Path)) else description.name
+    # The file's name only, as reach's scene: config.yaml's `robot_sha256` says which files, wherever they are.
+    shown = Path(source).name if isinstance(source, (str, Path)) else description.name
     build.__qualname__ = f"make_velocity_scene_spec(robot={shown!r})"
     return MobileRobot(
         build=build,

@@ -25,6 +25,7 @@ from batonlab.cli.options import TOP_LEVEL_ONLY, CliOptions, defaults
 from batonlab.env.cfg import TaskCfg
 from batonlab.rl import checkpoint
 from batonlab.rl.cfg import RunnerCfg, to_rsl_rl_dict
+from batonlab.robots.bundle import ROBOT_FOLDER, changed_files, robot_bundle
 from batonlab.robots.description import RobotDescriptionError
 from batonlab.tasks import TaskRobotError
 from batonlab.utils import files
@@ -160,23 +161,61 @@ def privileges_off(env) -> None:
 
 
 def check_run_robot(top: CliOptions, run_dir: Path) -> None:
-    """A run continues (resume) or is evaluated (play, export) on the robot it was trained on.
+    """A run continues (resume) or is evaluated (play, export) on the robot it was trained on: files of the same
+    content as the run's copy of its robot (`RUN/robot/`), or for a run older than those copies, the same path.
 
     Raises:
-        CliError: the run's config.yaml records another robot than `top.robot`.
+        CliError: `top.robot` is another robot than the one the run's config.yaml records.
     """
-    config = run_dir / "config.yaml"
-    if not config.is_file():
+    saved = _saved_config(run_dir)
+    if saved is None:
         return
-    import yaml
-
-    trained = ((yaml.safe_load(config.read_text()) or {}).get("cli") or {}).get("robot")
+    trained = run_robot(run_dir)
+    trained = str(trained) if trained else None
+    recorded = saved.get("robot_sha256")
+    if trained and top.robot and recorded:
+        changed = changed_files(recorded, robot_bundle(top.robot).hashes())
+        if changed:
+            raise CliError(f"robot={top.robot} is not the robot {run_dir} was trained on: files {changed} differ from "
+                           f"the run's copy in {run_dir / ROBOT_FOLDER}; pass no robot= (the run's copy) or "
+                           "run_dir=... of a run of this robot")
+        return
     if trained != top.robot:
         def name(robot):
             return f"robot={robot}" if robot else "the task's default robot"
 
         raise CliError(f"{run_dir} was trained on {name(trained)}, this command builds {name(top.robot)}: "
                        f"pass {'robot=' + trained if trained else 'no robot='} or run_dir=... of a run of this robot")
+
+
+def run_robot(run_dir: Path) -> Path | None:
+    """The robot description a run was trained on, as its config.yaml names it: its copy, relative to the run
+    folder wherever that now is (an absolute path for a run older than those copies); None for a task's own."""
+    robot = ((_saved_config(run_dir) or {}).get("cli") or {}).get("robot")
+    return run_dir / robot if robot else None
+
+
+def record_run_robot(top: CliOptions, run_dir: Path) -> dict:
+    """The robot as a run's config.yaml records it: `robot` (its copy's description, relative to the run
+    folder) and `robot_sha256` (each file of the copy), copying `top.robot`'s files into `RUN/robot/` unless
+    the run holds its copy already; {} for a task's own robot.
+
+    The copy keeps the files' layout, so the description's relative paths hold in it; a file it names by
+    an absolute path is loaded from there still, and a warning says so.
+    """
+    if not top.robot:
+        return {}
+    saved = _saved_config(run_dir) or {}
+    if saved.get("robot_sha256") and (run_dir / ROBOT_FOLDER).is_dir():
+        return {"robot": saved["cli"]["robot"], "robot_sha256": saved["robot_sha256"]}
+    bundle = robot_bundle(top.robot)
+    copy = files.replace_folder(run_dir / ROBOT_FOLDER, bundle.copy_to)
+    folder = (run_dir / ROBOT_FOLDER).resolve()
+    outside = [str(p) for p in robot_bundle(copy).files.values() if not p.is_relative_to(folder)]
+    if outside:
+        print(f"[batonlab] warning: {top.robot} names {outside} by absolute paths: the run folder plays only where "
+              "they exist (name them by paths relative to the description and model file)", file=sys.stderr)
+    return {"robot": f"{ROBOT_FOLDER}/{bundle.description}", "robot_sha256": bundle.hashes()}
 
 
 def seed_everything(seed: int) -> None:
@@ -291,12 +330,21 @@ def _locate_run(top: CliOptions) -> None:
     config = Path(top.run_dir) / "config.yaml" if top.run_dir else None
     if config is None or not config.is_file() or (top.task and top.robot):
         return
-    import yaml
-
-    saved = yaml.safe_load(config.read_text()) or {}
+    saved = _saved_config(Path(top.run_dir))
     top.task = top.task or saved.get("task_name")
     if not top.robot and top.task == saved.get("task_name"):
-        top.robot = (saved.get("cli") or {}).get("robot")
+        robot = run_robot(Path(top.run_dir))
+        top.robot = str(robot) if robot else None
+
+
+def _saved_config(run_dir: Path) -> dict | None:
+    """The run's config.yaml, None if it has none."""
+    config = run_dir / "config.yaml"
+    if not config.is_file():
+        return None
+    import yaml
+
+    return yaml.safe_load(config.read_text()) or {}
 
 
 def _missing_checkpoint(path: Path) -> str:

@@ -6,7 +6,8 @@
     batonlab deploy --sim … --record DIR            … and policy_node records a rosbag2 bag in DIR (batonlab replay BAG)
     batonlab deploy --sim … --real-time             … the sim robot runs on the wall clock, as a robot (default: lockstep)
 
-A checkpoint (`model_*.pt`) or a run folder is exported first (next to it, in `exported/`). Every
+A checkpoint (`model_*.pt`) or a run folder is exported first (next to it, in `exported/`; an export there
+whose checkpoint, robot files and config.yaml are unchanged is reused). Every
 export is dry-run before it is called deployable: the robot-side runtime loads the ONNX file and
 runs a few control steps at the default pose (`batonlab.deploy.dry_run`). The two nodes run as
 child processes, like `ros2 launch sim2sim_ros sim_to_sim.launch.py` would start them, their output
@@ -30,6 +31,7 @@ from batonlab.cli import children
 from batonlab.cli.common import CliError, StopRequest, stop_on_signals
 from batonlab.cli.exit_codes import INTERRUPTED
 from batonlab.cli.ros_packages import NODE_PACKAGES, find_package
+from batonlab.deploy.manifest import SIM_TO_SIM_FOLDER
 from batonlab.deploy.recording import CLOSE_TIMEOUT_S
 
 NODE_STOP_TIMEOUT_S = CLOSE_TIMEOUT_S + 10.0
@@ -106,9 +108,49 @@ def resolve_export(target: Path, task: str | None) -> Path:
     from batonlab.cli.common import build_invocation
 
     out_dir = run_dir / "exported"
+    if (out_dir / "manifest.json").is_file():
+        stale = export_changes(out_dir, run_dir, ckpt)
+        if not stale:
+            print(f"[batonlab] reusing {out_dir}: its checkpoint, robot files and the run's config.yaml are those "
+                  "it was exported from")
+            return out_dir
+        print(f"[batonlab] re-exporting {out_dir}: {'; '.join(stale)}")
     args = [f"task={task}", f"run_dir={run_dir}", f"export.out_dir={out_dir}"] + ([f"checkpoint={ckpt}"] if ckpt else [])
     export.run(build_invocation(args, play=True))
     return out_dir
+
+
+def export_changes(out_dir: Path, run_dir: Path, ckpt: Path | None) -> list[str]:
+    """What differs between the export in `out_dir` and what exporting `ckpt` (None: the run's newest readable
+    checkpoint) of `run_dir` would take: the checkpoint, the robot files, config.yaml ([] when nothing does)."""
+    from batonlab.cli.common import run_robot
+    from batonlab.cli.export import export_sources
+    from batonlab.deploy import ManifestError, load_manifest
+    from batonlab.rl.checkpoint import latest_readable_checkpoint
+    from batonlab.robots.bundle import changed_files, robot_bundle
+
+    try:
+        exported = load_manifest(out_dir).training_config
+    except ManifestError as err:
+        return [f"its manifest does not load ({err})"]
+    if "checkpoint_sha256" not in exported:
+        return ["its manifest records no hashes of the checkpoint, robot files and config it was exported from"]
+    ckpt = ckpt or latest_readable_checkpoint(run_dir)[0]
+    if ckpt is None:
+        return []  # nothing to export it from: the export stands
+    robot = run_robot(run_dir)
+    sources = export_sources(run_dir, ckpt, robot_bundle(robot) if robot else None)
+    changes = []
+    if sources["checkpoint_sha256"] != exported["checkpoint_sha256"]:
+        changes.append(f"the checkpoint {ckpt.name} (sha256 {sources['checkpoint_sha256'][:12]}) is not the one "
+                       f"exported ({Path(exported.get('checkpoint', '?')).name}, "
+                       f"sha256 {exported['checkpoint_sha256'][:12]})")
+    robot_changes = changed_files(exported.get("robot_sha256") or {}, sources["robot_sha256"] or {})
+    if robot_changes:
+        changes.append(f"the robot files {robot_changes} changed")
+    if sources["config_sha256"] != exported.get("config_sha256"):
+        changes.append("the run's config.yaml changed")
+    return changes
 
 
 def run_sim_to_sim(export_dir: Path, task: str, seed: int = 0, num_episodes: int = 0, domain_id: int = 42,
@@ -134,7 +176,7 @@ def run_sim_to_sim(export_dir: Path, task: str, seed: int = 0, num_episodes: int
             they did not finish within `timeout_s`.
     """
     env = ros_environment(domain_id, loopback)
-    out_dir = export_dir / "sim_to_sim"
+    out_dir = export_dir / SIM_TO_SIM_FOLDER
     log_dir = log_dir or out_dir
     log_dir.mkdir(parents=True, exist_ok=True)
     results_file = results_file or (out_dir / f"results_seed{seed}.json")
@@ -183,9 +225,9 @@ def describe_command_delays(summary: dict) -> str:
 
 
 def export_robot(manifest) -> str | None:
-    """The robot description an export was trained on (`robot=` of its run), None for a task's own robot."""
+    """The robot description an export was trained on (its copy in the export), None for a task's own robot."""
     robot = (manifest.training_config.get("cli") or {}).get("robot")
-    return str(robot) if robot else None
+    return str(manifest.base_dir / robot) if robot else None  # relative to the export folder (or an older absolute)
 
 
 def dry_run_export(manifest) -> None:

@@ -10,6 +10,7 @@ their own arguments, so every run folder is made the same way.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from collections.abc import Callable
@@ -28,6 +29,7 @@ from batonlab.cli.common import (
     new_run_dir,
     play_task_cfg,
     privileges_off,
+    record_run_robot,
     student_conditions,
     seed_everything,
     stop_on_signals,
@@ -179,8 +181,13 @@ def _train(inv: Invocation, device: str, ctx, on_iteration) -> TrainResult:
         # Written after the env is built (the config that ran), under the signal guard: a Ctrl-C here
         # lets it finish and stops with a checkpoint, so the run folder plays and resumes.
         if is_main:
-            write_yaml({"task_name": inv.task_name, "cli": top, "env": inv.task, "agent": inv.agent},
-                       run_dir / "config.yaml")
+            # The run keeps a copy of its robot's files and names it relative to itself: the folder can move.
+            robot = record_run_robot(top, run_dir)
+            cli = dataclasses.replace(top, robot=robot["robot"]) if robot else top
+            config = {"task_name": inv.task_name, "cli": cli}
+            if robot:
+                config["robot_sha256"] = robot["robot_sha256"]
+            write_yaml({**config, "env": inv.task, "agent": inv.agent}, run_dir / "config.yaml")
         target = _TargetCheck(inv, plan.stop_at) if plan.stop_at is not None else None
         stats = runner.learn(total, progress=top.progress, on_iteration=on_iteration, should_stop=target)
     wall_s = time.perf_counter() - start

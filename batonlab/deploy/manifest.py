@@ -52,6 +52,9 @@ SUPPORTED_SCHEMA_VERSIONS = (1, 2)
 MANIFEST_FILE = "manifest.json"
 """Name of the manifest in an export folder."""
 
+SIM_TO_SIM_FOLDER = "sim_to_sim"
+"""`batonlab deploy --sim`'s node logs and results in an export folder; a new export of the folder drops them."""
+
 
 @dataclass(frozen=True)
 class Manifest:

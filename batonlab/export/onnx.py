@@ -17,6 +17,7 @@ import torch
 from batonlab.export.deployable import DeployableOutputs, deployable_action_dim, deployable_obs_group
 from batonlab.export.manifest import manifest_from_env
 from batonlab.export.writer import write_export
+from batonlab.robots.bundle import RobotBundle
 
 
 def export_policy_onnx(policy, path: str | Path, input_name: str, output_name: str,
@@ -51,10 +52,11 @@ def export_policy_onnx(policy, path: str | Path, input_name: str, output_name: s
     return path
 
 
-def export(env, policy, out_dir: str | Path, task: str, training_config: dict | None = None) -> tuple[Path, Path]:
+def export(env, policy, out_dir: str | Path, task: str, training_config: dict | None = None,
+           robot: RobotBundle | None = None) -> tuple[Path, Path]:
     """`policy.onnx` + `manifest.json` in `out_dir` (`write_export`): the manifest filled from `env`, the
     ONNX file carrying its key fields as metadata, so the file alone says which joints and observation
-    terms it expects, and the manifest naming the file's sha256.
+    terms it expects, and the manifest naming the file's sha256; `robot`'s files copied in `robot/`.
 
     Raises:
         ExportError: The policy reads privileged (or several) observation groups: distil a student.
@@ -65,4 +67,4 @@ def export(env, policy, out_dir: str | Path, task: str, training_config: dict | 
         path = export_policy_onnx(policy, Path(tmp) / manifest.policy.file, manifest.input_name, manifest.output_name,
                                   action_dim=deployable_action_dim(env))
         model = onnx.load(str(path))
-    return write_export(out_dir, model, manifest)
+    return write_export(out_dir, model, manifest, robot)

@@ -10,12 +10,15 @@ from pathlib import Path
 
 import onnx
 
-from batonlab.deploy.manifest import MANIFEST_FILE, Manifest, sha256_file
+from batonlab.deploy.manifest import MANIFEST_FILE, SIM_TO_SIM_FOLDER, Manifest, sha256_file
+from batonlab.robots.bundle import ROBOT_FOLDER, RobotBundle
 from batonlab.utils import files
 
 
-def write_export(out_dir: str | Path, model: onnx.ModelProto, manifest: Manifest) -> tuple[Path, Path]:
-    """Write `model` with `manifest.onnx_metadata()` attached, then the manifest with the file's hash.
+def write_export(out_dir: str | Path, model: onnx.ModelProto, manifest: Manifest, robot: RobotBundle | None = None
+                 ) -> tuple[Path, Path]:
+    """Write `model` with `manifest.onnx_metadata()` attached, then the manifest with the file's hash, and a
+    copy of the robot's files in `robot/` (`ROBOT_FOLDER`), which the manifest names relative to the folder.
 
     The folder is built beside `out_dir` and swapped in whole (`files.replace_folder`): a reader, or an
     export interrupted at any moment, finds the previous export or the new one, never a mix.
@@ -24,6 +27,7 @@ def write_export(out_dir: str | Path, model: onnx.ModelProto, manifest: Manifest
         out_dir: Export folder (created if needed); the ONNX file is named `manifest.policy.file`.
         model: The policy graph: input `manifest.input_name`, output `manifest.output_name`.
         manifest: The contract (its sha256, if any, is replaced by the written file's).
+        robot: The robot description of a task over any robot and the files it loads (None: the task's own).
 
     Returns:
         The paths of the ONNX file and of the manifest.
@@ -41,16 +45,20 @@ def write_export(out_dir: str | Path, model: onnx.ModelProto, manifest: Manifest
         onnx_path.write_bytes(model.SerializeToString())
         signed = manifest.with_sha256(sha256_file(onnx_path))
         manifest_path.write_text(json.dumps(signed.to_json(), indent=2) + "\n")
+        if robot is not None:
+            robot.copy_to(folder / ROBOT_FOLDER)
         return onnx_path, manifest_path
 
     return files.replace_folder(out_dir, build)
 
 
 def _check_replaceable(out_dir: Path) -> None:
-    """An existing `out_dir` may hold an export (a manifest and ONNX files) and nothing else."""
+    """An existing `out_dir` may hold an export (a manifest, ONNX files, the robot's copy), deploy --sim's
+    output on it, and nothing else."""
     if not out_dir.is_dir():
         return
-    foreign = sorted(p.name for p in out_dir.iterdir() if p.name != MANIFEST_FILE and p.suffix != ".onnx")
+    foreign = sorted(p.name for p in out_dir.iterdir()
+                     if p.name not in (MANIFEST_FILE, ROBOT_FOLDER, SIM_TO_SIM_FOLDER) and p.suffix != ".onnx")
     if foreign:
         raise FileExistsError(errno.EEXIST, f"it holds files no export wrote ({', '.join(foreign[:5])}); export into "
                               "a new folder or an export folder", str(out_dir))

@@ -131,6 +131,23 @@ def read_robot_file(path: str | Path, package_roots: dict[str, Path] | None = No
     return RobotFile(path, spec, tuple(joints), bodies, sites, site_frames, welds, followers)
 
 
+def model_files(path: str | Path, package_roots: dict[str, Path] | None = None) -> tuple[Path, ...]:
+    """Every file a model file loads, itself first, as absolute paths: a URDF's meshes (as `read_robot_file`
+    resolves them); an MJCF's included files, meshes, height fields, skins and textures.
+
+    Raises:
+        FileNotFoundError: the model file or a URDF mesh is missing.
+    """
+    path = Path(path).resolve()
+    if not path.is_file():
+        raise FileNotFoundError(f"robot model file not found: {path}")
+    if path.suffix.lower() in URDF_SUFFIXES:
+        meshes = [mesh for _, mesh in _urdf_meshes(ET.parse(path).getroot(), path, dict(package_roots or {}))]
+    else:
+        meshes = _mjcf_files(path)
+    return tuple(dict.fromkeys([path, *meshes]))
+
+
 def _rewrite_urdf(path: Path, package_roots: dict[str, Path]) -> tuple[str, dict[str, float], dict[str, float]]:
     """The URDF with absolute mesh paths and batonlab's compiler options, and its joints' effort and velocity limits."""
     root = ET.parse(path).getroot()
@@ -142,13 +159,10 @@ def _rewrite_urdf(path: Path, package_roots: dict[str, Path]) -> tuple[str, dict
     compiler = extension.find("compiler")
     if compiler is None:
         compiler = ET.SubElement(extension, "compiler")
-    # A meshdir in the URDF's own MuJoCo extension is where its relative mesh names live.
-    mesh_folder = path.parent / compiler.attrib.pop("meshdir", "")
+    for mesh, resolved in _urdf_meshes(root, path, package_roots):
+        mesh.set("filename", str(resolved))
+    compiler.attrib.pop("meshdir", None)
     compiler.attrib.update(_URDF_COMPILER)
-    for link in root.iter("link"):
-        for mesh in link.iter("mesh"):
-            resolved = _mesh_path(mesh.get("filename", ""), mesh_folder, package_roots, path, link.get("name"))
-            mesh.set("filename", str(resolved))
     efforts, velocities = {}, {}
     for joint in root.iter("joint"):
         limit = joint.find("limit")
@@ -159,6 +173,31 @@ def _rewrite_urdf(path: Path, package_roots: dict[str, Path]) -> tuple[str, dict
             if math.isfinite(value) and value > 0:
                 values[joint.get("name")] = value
     return ET.tostring(root, encoding="unicode"), efforts, velocities
+
+
+def _urdf_meshes(root: ET.Element, path: Path, package_roots: dict[str, Path]):
+    """Each `<mesh>` element of the URDF's links with its file's absolute path (checked to exist)."""
+    compiler = root.find("mujoco/compiler")
+    # A meshdir in the URDF's own MuJoCo extension is where its relative mesh names live.
+    mesh_folder = path.parent / (compiler.get("meshdir", "") if compiler is not None else "")
+    for link in root.iter("link"):
+        for mesh in link.iter("mesh"):
+            yield mesh, _mesh_path(mesh.get("filename", ""), mesh_folder, package_roots, path, link.get("name"))
+
+
+def _mjcf_files(path: Path) -> list[Path]:
+    """The files an MJCF includes (recursively), and its meshes, height fields, skins and textures."""
+    included, pending = [], [path]
+    while pending:
+        for element in ET.parse(pending.pop()).getroot().iter("include"):
+            # MuJoCo resolves every <include file> against the main model file's folder.
+            pending.append((path.parent / element.get("file", "")).resolve())
+            included.append(pending[-1])
+    spec = mujoco.MjSpec.from_file(str(path))
+    mesh_folder, texture_folder = path.parent / spec.meshdir, path.parent / spec.texturedir
+    names = [(mesh_folder, asset.file) for group in (spec.meshes, spec.hfields, spec.skins) for asset in group]
+    names += [(texture_folder, name) for texture in spec.textures for name in (texture.file, *texture.cubefiles)]
+    return included + [(folder / name).resolve() for folder, name in names if name]
 
 
 def _mesh_path(filename: str, mesh_folder: Path, package_roots: dict[str, Path], urdf: Path, link: str | None) -> Path:
