@@ -23,21 +23,28 @@ def run(args: list[str]) -> int:
                                      "descriptors and policy.onnx) as a batonlab export folder that policy_node runs.")
     parser.add_argument("io_descriptors", type=Path, help="the IO-descriptor YAML Isaac Lab exported")
     parser.add_argument("policy", type=Path, help="Isaac Lab's exported policy.onnx")
-    parser.add_argument("out_dir", type=Path, help="export folder to write (policy.onnx + manifest.json)")
+    parser.add_argument("out_dir", type=Path, help="export folder to write (policy.onnx + manifest.json): one that "
+                        "does not exist yet, or an earlier export")
     parser.add_argument("--robot", type=Path, required=True, help="robot description YAML (batonlab.robots.description)")
     parser.add_argument("--obs-group", default="policy", help="observation group the policy reads (default: policy)")
     parser.add_argument("--task", default=None, help="task name in the manifest (default: isaaclab:<descriptor file name>)")
     ns = parser.parse_args(args)
 
+    from batonlab.cli.common import ROBOT_ERRORS
     from batonlab.deploy.isaaclab_import import IsaacLabImportError, import_isaaclab
-    from batonlab.robots.description import RobotDescriptionError, load_description
+    from batonlab.export.writer import check_export_folder
+    from batonlab.robots.description import load_description
     from batonlab.robots.model_file import read_robot_file
 
     try:
+        check_export_folder(ns.out_dir)  # before anything is read: a run that cannot write stops first
+    except OSError as err:
+        raise CliError(f"OUT {ns.out_dir}: {err.strerror}") from None
+    try:
         robot = load_description(ns.robot)
         root_body = read_robot_file(robot.model, robot.package_roots).bodies[0]
-    except (RobotDescriptionError, FileNotFoundError, ValueError) as err:
-        raise CliError(f"robot description {ns.robot}: {err}") from None
+    except ROBOT_ERRORS as err:
+        raise CliError(f"--robot {ns.robot}: {err}") from None
     try:
         manifest = import_isaaclab(ns.io_descriptors, ns.policy, robot, ns.obs_group, ns.task, root_body)
     except IsaacLabImportError as err:
