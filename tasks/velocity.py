@@ -110,9 +110,9 @@ def description_robot(source: str | Path | dict | RobotDescription) -> MobileRob
     control = {j.name: j.control for j in description.joints}
     stray = [j for j in stance.riders if control[j] == "velocity"]
     if stray:
-        raise RobotDescriptionError(f"robot '{description.name}': velocity-controlled joints {stray} move no foot; task "
-                                    "velocity drives wheels (velocity) and legs (position) and holds the other joints "
-                                    "at their default pose")
+        raise RobotDescriptionError(f"robot '{description.name}': velocity-controlled joints {stray} move no foot; "
+                                    "task velocity drives wheels (velocity) and legs (position) and holds the other "
+                                    "joints at their default pose")
     legs = tuple(j for j in stance.legs if control[j] == "position" and j not in description.held_joints)
     mirrored = [(a, b) for a, b in zip(*stance.mirror) if a in legs and b in legs]
 

@@ -53,7 +53,8 @@ def _check_outputs(ns: argparse.Namespace) -> None:
     if ns.report is not None and ns.report.exists() and not ns.report.is_dir():
         raise CliError(f"--report {ns.report} is a file; expected a folder (created if it does not exist)")
     if ns.video is not None and ns.video.is_dir():
-        raise CliError(f"--video {ns.video} is a folder; expected a video file to write, e.g. {ns.video / 'playback.mp4'}")
+        raise CliError(f"--video {ns.video} is a folder; expected a video file to write, e.g. "
+                       f"{ns.video / 'playback.mp4'}")
     if ns.policy is not None and not (ns.policy / "manifest.json").is_file():
         raise CliError(f"--policy {ns.policy}: no manifest.json there; expected an export folder (batonlab export)")
 

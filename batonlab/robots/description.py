@@ -249,7 +249,8 @@ def _read_yaml(path: Path):
     except UnicodeDecodeError:
         raise RobotDescriptionError(f"robot description {path} is not a text file (expected a YAML mapping)") from None
     except yaml.YAMLError as err:
-        raise RobotDescriptionError(f"robot description {path} is not valid YAML: {' '.join(str(err).split())}") from None
+        raise RobotDescriptionError(f"robot description {path} is not valid YAML: {' '.join(str(err).split())}"
+                                    ) from None
 
 
 def _site(key: str, value) -> tuple[str, SiteOffset]:

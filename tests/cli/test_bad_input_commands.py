@@ -79,35 +79,44 @@ def _progress(encoder, demo):
 CASES = [
     # replay: options are used or refused, never ignored; nothing is replayed first.
     ("replay --task unknown", lambda f: _replay(f, "--task", "no_such_task"), "--task no_such_task: unknown task"),
-    ("replay --robot missing", lambda f: _replay(f, "--robot", f.root / "missing.yaml"), "no such file; expected a robot"),
+    ("replay --robot missing", lambda f: _replay(f, "--robot", f.root / "missing.yaml"),
+     "no such file; expected a robot"),
     ("replay --robot fixed task", lambda f: _replay(f, "--robot", f.arm), "task 'arm_reach' has a fixed robot"),
     ("replay --robot bad xml", lambda f: _replay(f, "--task", "reach", "--robot", f.bad_xml), "is not valid XML"),
-    ("replay --fps 0", lambda f: _replay(f, "--fps", "0", "--video", f.root / "v.mp4"), "--fps 0: expected a frame rate > 0"),
+    ("replay --fps 0", lambda f: _replay(f, "--fps", "0", "--video", f.root / "v.mp4"),
+     "--fps 0: expected a frame rate > 0"),
     ("replay --fps -2", lambda f: _replay(f, "--fps", "-2"), "--fps -2: expected a frame rate > 0"),
     ("replay --size 0x8", lambda f: _replay(f, "--size", "0x8"), "--size 0x8: expected a height and width >= 1"),
     ("replay --report file", lambda f: _replay(f, "--report", f.file), "is a file; expected a folder"),
     ("replay --video folder", lambda f: _replay(f, "--video", f.root), "is a folder; expected a video file"),
-    ("replay --policy no export", lambda f: _replay(f, "--policy", f.root), "no manifest.json there; expected an export"),
+    ("replay --policy no export", lambda f: _replay(f, "--policy", f.root),
+     "no manifest.json there; expected an export"),
     # import-isaaclab: OUT first, then the robot description and the IO descriptors.
-    ("import OUT is a file", lambda f: _import(f, f.file), "is a file; an export goes into a folder that does not exist"),
+    ("import OUT is a file", lambda f: _import(f, f.file),
+     "is a file; an export goes into a folder that does not exist"),
     ("import --robot png", lambda f: _import(f, f.root / "out", f.png), "is not a text file (expected a YAML mapping)"),
     ("import --robot bad xml", lambda f: _import(f, f.root / "out", f.bad_xml), "is not valid XML"),
     ("import --robot png model", lambda f: _import(f, f.root / "out", f.png_model), "is not valid XML"),
     ("import IO descriptors png", lambda f: ["import-isaaclab", str(f.png), str(f.policy), "--robot", str(f.quad),
-                                            str(f.root / "out")], "not a text file (expected Isaac Lab's IO-descriptor"),
+                                            str(f.root / "out")],
+     "not a text file (expected Isaac Lab's IO-descriptor"),
     # robot= of train, play and export.
-    ("train robot bad xml", lambda f: ["train", "task=reach", f"robot={f.bad_xml}"], "is not valid XML: unclosed token"),
-    ("train robot png", lambda f: ["train", "task=reach", f"robot={f.png}"], "is not a text file (expected a YAML mapping)"),
-    ("train robot png model", lambda f: ["train", "task=reach", f"robot={f.png_model}"], "is not valid XML: not well-formed"),
-    ("train velocity fixed base", lambda f: ["train", "task=velocity", f"robot={f.arm}"], "task velocity needs a floating base"),
-    ("play velocity fixed base", lambda f: ["play", "task=velocity", f"robot={f.arm}"], "task velocity needs a floating base"),
-    ("export robot png", lambda f: ["export", "task=reach", f"robot={f.png}"], "is not a text file (expected a YAML mapping)"),
+    ("train robot bad xml", lambda f: ["train", "task=reach", f"robot={f.bad_xml}"],
+     "is not valid XML: unclosed token"),
+    ("train robot png", lambda f: ["train", "task=reach", f"robot={f.png}"],
+     "is not a text file (expected a YAML mapping)"),
+    ("train robot png model", lambda f: ["train", "task=reach", f"robot={f.png_model}"],
+     "is not valid XML: not well-formed"),
+    ("train velocity fixed base", lambda f: ["train", "task=velocity", f"robot={f.arm}"],
+     "task velocity needs a floating base"),
+    ("play velocity fixed base", lambda f: ["play", "task=velocity", f"robot={f.arm}"],
+     "task velocity needs a floating base"),
+    ("export robot png", lambda f: ["export", "task=reach", f"robot={f.png}"],
+     "is not a text file (expected a YAML mapping)"),
     # deploy: the sim robot is checked before the nodes start.
     ("deploy --robot without --sim", lambda f: ["deploy", str(f.export), "--robot", str(f.arm)], "pass --sim too"),
     ("deploy --sim robot png", lambda f: ["deploy", str(f.export), "--sim", "--task", "reach", "--robot", str(f.png)],
      "is not a text file (expected a YAML mapping)"),
-    ("deploy --sim velocity arm", lambda f: ["deploy", str(f.export), "--sim", "--task", "velocity", "--robot", str(f.arm)],
-     "task velocity needs a floating base"),
     # learned-reward files switched on from train.
     ("potential missing", lambda f: [*SPARSE, f"env.rewards.potential.params.potential={f.root / 'none.pt'}"],
      "does not exist (write one with: batonlab reward fit-potential)"),
@@ -120,7 +129,8 @@ CASES = [
     ("progress fn not python", lambda f: _count_bonus(f.not_python), "generated code rejected: syntax error at line 1"),
     ("progress fn missing", lambda f: _count_bonus(f.root / "none.py"), "progress function file"),
     ("progress fn png", lambda f: _count_bonus(f.png_py), "is not a text file (expected a Python file"),
-    ("progress fn wrong shape", lambda f: _count_bonus(f.wrong_shape), "expected (1,) (one value per env) (pass params"),
+    ("progress fn wrong shape", lambda f: _count_bonus(f.wrong_shape),
+     "expected (1,) (one value per env) (pass params"),
     ("progress fn endless", lambda f: _count_bonus(f.endless),
      "exceeded its time limit"),
 ]
@@ -152,4 +162,5 @@ def untrained_encoder(tmp_path_factory) -> Path:
     """An encoder file of untrained weights: enough for the demo to be read next."""
     from batonlab.learned.progress_encoder import EncoderCfg, ProgressEncoder, save_encoder
 
-    return save_encoder(tmp_path_factory.mktemp("encoder") / "encoder.pt", ProgressEncoder(EncoderCfg()), ["arm_reach"], 0)
+    folder = tmp_path_factory.mktemp("encoder")
+    return save_encoder(folder / "encoder.pt", ProgressEncoder(EncoderCfg()), ["arm_reach"], 0)
