@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from batonlab.learned.errors import LearnedRewardError, one_line
 from batonlab.learned.features import read_features, read_fields
 from batonlab.learned.preference import check_fields, load_potential
 from batonlab.learned.sandbox import SandboxedFunction, SandboxError
@@ -78,8 +79,10 @@ class ProgressCountBonus(ManagerTerm):
     The function (a `progress(obs)` in a Python file, see `batonlab.learned.llm_progress`) runs in the
     sandbox on the observation group's fields and is clipped to [0, 1]; its range is cut into `bins`
     equal bins whose visit counts n are shared by all envs. Rarely reached progress pays the most.
-    If the function fails during training (time limit, error, non-finite output), the bonus turns
-    off for the rest of the run with one message on stderr: the sparse reward still trains.
+    If the function fails during training (time limit, error, wrong shape, non-finite output), training
+    stops with a `LearnedRewardError` naming the file: a bonus the user asked for never silently
+    disappears. With `turn_off_on_failure=True` the bonus instead turns off for the rest of the run
+    with one message on stderr, and the other rewards train on.
 
     Args:
         function: Path of the Python file with the progress function (`batonlab reward write-progress`);
@@ -87,20 +90,21 @@ class ProgressCountBonus(ManagerTerm):
         group: Observation group whose fields the function reads.
         bins: Number of progress bins.
         beta: Bonus scale.
+        turn_off_on_failure: On a failure of the function, train on without the bonus instead of stopping
+            (`env.rewards.<name>.params.turn_off_on_failure=true`).
     """
 
     def __init__(self, env, function: str = "", group: str = "policy", bins: int = 20, beta: float = 0.5,
-                 entry: str = "progress", time_limit_s: float = 2.0):
+                 entry: str = "progress", time_limit_s: float = 2.0, turn_off_on_failure: bool = False):
         self.failed: str | None = "off" if not function else None
+        self.turn_off_on_failure = turn_off_on_failure
         self.last_progress = torch.zeros(env.num_envs, device=env.device)
         self.function = None
         if not function:
             return
-        path = Path(function)
-        if not path.is_file():
-            raise FileNotFoundError(f"ProgressCountBonus: progress function file '{function}' does not exist")
+        self.where = f"ProgressCountBonus('{function}')"
         self.group, self.bins, self.beta = group, bins, beta
-        self.function = SandboxedFunction(path.read_text(), entry, returns="tensor", time_limit_s=time_limit_s)
+        self.function = sandboxed_file(function, entry, "tensor", time_limit_s, self.where, "progress")
         self.counts = torch.zeros(bins, device=env.device)
 
     def __call__(self, env) -> torch.Tensor:
@@ -109,8 +113,11 @@ class ProgressCountBonus(ManagerTerm):
         try:
             progress = self.function(read_fields(env, self.group)).to(env.device)
         except SandboxError as err:
+            if not self.turn_off_on_failure:
+                raise LearnedRewardError(f"{self.where}: the progress function failed: {one_line(err)} (pass "
+                                         "params.turn_off_on_failure=true to train on without the bonus)") from None
             self.failed = str(err)
-            print(f"[batonlab] ProgressCountBonus turned off: {err}", file=sys.stderr)
+            print(f"[batonlab] ProgressCountBonus turned off: {one_line(err)}", file=sys.stderr)
             return torch.zeros(env.num_envs, device=env.device)
         self.last_progress = progress.clamp(0.0, 1.0)
         bin_ids = (self.last_progress * self.bins).long().clamp_(max=self.bins - 1)
@@ -135,11 +142,9 @@ class GeneratedReward(ManagerTerm):
     """
 
     def __init__(self, env, function: str, group: str = "policy", entry: str = "reward", time_limit_s: float = 2.0):
-        path = Path(function)
-        if not path.is_file():
-            raise FileNotFoundError(f"GeneratedReward: reward function file '{function}' does not exist")
         self.group = group
-        self.function = SandboxedFunction(path.read_text(), entry, returns="components", time_limit_s=time_limit_s)
+        self.function = sandboxed_file(function, entry, "components", time_limit_s, f"GeneratedReward('{function}')",
+                                       "reward")
         self.component_sums: dict[str, torch.Tensor] = {}
         """Sum over env steps and envs of each component (a tensor: read once per `component_stats`, no sync per step)."""
         self.component_sq_sums: dict[str, torch.Tensor] = {}
@@ -169,3 +174,26 @@ class GeneratedReward(ManagerTerm):
     def close(self) -> None:
         """Stop the sandboxed reward function's child process."""
         self.function.close()
+
+
+def sandboxed_file(function: str, entry: str, returns: str, time_limit_s: float, where: str, kind: str
+                   ) -> SandboxedFunction:
+    """The function `entry` of the Python file `function`, checked and started in the sandbox.
+
+    Raises:
+        LearnedRewardError: the file is missing or not text, or the sandbox refuses its code (the message
+            names the term, the file and the rule it breaks).
+    """
+    path = Path(function)
+    if not path.is_file():
+        raise LearnedRewardError(f"{where}: {kind} function file '{function}' does not exist (expected a Python file "
+                                 f"defining {entry}(obs))")
+    try:
+        source = path.read_text()
+    except UnicodeDecodeError:
+        raise LearnedRewardError(f"{where}: '{function}' is not a text file (expected a Python file defining "
+                                 f"{entry}(obs))") from None
+    try:
+        return SandboxedFunction(source, entry, returns=returns, time_limit_s=time_limit_s)
+    except SandboxError as err:
+        raise LearnedRewardError(f"{where}: {one_line(err)}") from None

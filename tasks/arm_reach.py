@@ -152,7 +152,8 @@ def make_arm_reach_sparse_cfg(play: bool = False) -> TaskCfg:
     else must come from a learned reward. The learned terms are carried switched off (empty paths) and
     switched on by path:
         env.rewards.potential.params.potential=PATH       (batonlab reward fit-potential)
-        env.rewards.count_bonus.params.function=PATH      (batonlab reward write-progress)
+        env.rewards.count_bonus.params.function=PATH      (batonlab reward write-progress; a function that
+            fails stops training, unless env.rewards.count_bonus.params.turn_off_on_failure=true)
         env.rewards.progress.params.demo=PATH env.rewards.progress.params.encoder=PATH   (batonlab reward fit-progress)
     """
     cfg = make_arm_reach_cfg(play=play)
@@ -161,7 +162,8 @@ def make_arm_reach_sparse_cfg(play: bool = False) -> TaskCfg:
         "action_rate": cfg.rewards["action_rate"],
         "joint_vel": cfg.rewards["joint_vel"],
         "potential": RewardTermCfg(func=learned.PotentialShaping, params={"potential": "", "gamma": 0.99}, weight=1.0),
-        "count_bonus": RewardTermCfg(func=learned.ProgressCountBonus, params={"function": "", "beta": 20.0, "bins": 20},
+        "count_bonus": RewardTermCfg(func=learned.ProgressCountBonus,
+                                     params={"function": "", "beta": 20.0, "bins": 20, "turn_off_on_failure": False},
                                      weight=1.0),
         # 64 envs rendered per step: at the benchmark's 256 envs each is seen every 4 steps, inside the
         # ~10 steps a reach takes (scale num_rendered with num_envs; see ProgressReward).

@@ -40,7 +40,7 @@ from batonlab.rl.cfg import RunnerCfg
 from batonlab.robots import load
 from batonlab.robots import wheel_legged as wl
 from batonlab.robots.assets import ASSETS_DIR
-from batonlab.robots.description import RobotDescription
+from batonlab.robots.description import RobotDescription, RobotDescriptionError
 from batonlab.robots.loader import IMU_SITE, as_description, default_joint_pos
 from batonlab.robots.stance import NoContactLink, Stance, name_ground_geoms, read_stance
 from batonlab.tasks import SuccessBar, register
@@ -91,22 +91,28 @@ def description_robot(source: str | Path | dict | RobotDescription) -> MobileRob
     """The `MobileRobot` of a robot description: joints by role, sensor and geom names, heights.
 
     Raises:
-        RobotDescriptionError / FileNotFoundError: the description does not load.
-        ValueError: a fixed base, no IMU site, or a velocity-controlled joint that moves no foot.
+        RobotDescriptionError / FileNotFoundError: the description does not load, or the robot does not fit the
+            task: a fixed base, no IMU site, or a velocity-controlled joint that moves no foot.
     """
     with _quiet_empty_prefix():
         description = as_description(source)
     if description.base != "floating":
-        raise ValueError(f"task velocity needs a floating base; robot '{description.name}' has base: {description.base}")
+        raise RobotDescriptionError(f"task velocity needs a floating base; robot '{description.name}' has base: "
+                                    f"{description.base}")
     if not description.imu_site:
-        raise ValueError(f"task velocity reads an IMU; robot '{description.name}' has no imu_site")
+        raise RobotDescriptionError(f"task velocity reads an IMU; robot '{description.name}' has no imu_site")
     defaults = default_joint_pos(description)
-    stance = read_stance(robot_spec(description), defaults, description.joint_names)
+    spec = robot_spec(description)
+    try:
+        stance = read_stance(spec, defaults, description.joint_names)
+    except ValueError as err:  # no ground contact, no joint that moves the feet
+        raise RobotDescriptionError(f"task velocity cannot stand robot '{description.name}': {err}") from None
     control = {j.name: j.control for j in description.joints}
     stray = [j for j in stance.riders if control[j] == "velocity"]
     if stray:
-        raise ValueError(f"robot '{description.name}': velocity-controlled joints {stray} move no foot; task velocity "
-                         f"drives wheels (velocity) and legs (position) and holds the other joints at their default pose")
+        raise RobotDescriptionError(f"robot '{description.name}': velocity-controlled joints {stray} move no foot; "
+                                    "task velocity drives wheels (velocity) and legs (position) and holds the other "
+                                    "joints at their default pose")
     legs = tuple(j for j in stance.legs if control[j] == "position" and j not in description.held_joints)
     mirrored = [(a, b) for a, b in zip(*stance.mirror) if a in legs and b in legs]
 

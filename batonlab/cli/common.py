@@ -23,6 +23,7 @@ from batonlab.cli import overrides as ov
 from batonlab.cli.exit_codes import INTERRUPTED  # noqa: F401  (re-exported for the commands)
 from batonlab.cli.options import TOP_LEVEL_ONLY, CliOptions, defaults
 from batonlab.env.cfg import TaskCfg
+from batonlab.learned.errors import LearnedRewardError
 from batonlab.rl import checkpoint
 from batonlab.rl.cfg import RunnerCfg, to_rsl_rl_dict
 from batonlab.robots.bundle import ROBOT_FOLDER, changed_files, robot_bundle
@@ -35,8 +36,9 @@ class CliError(Exception):
     """A user error: printed without a traceback, exit code 2."""
 
 
-USER_ERRORS = (CliError, checkpoint.CheckpointError)
-"""Errors `batonlab` prints as one line (exit code 2) instead of a traceback."""
+USER_ERRORS = (CliError, checkpoint.CheckpointError, LearnedRewardError)
+"""Errors `batonlab` prints as one line (exit code 2) instead of a traceback: a learned reward's file or function
+fails when the env builds its terms or while it trains."""
 
 ROBOT_ERRORS = (TaskRobotError, RobotDescriptionError, FileNotFoundError)
 """What a task factory raises for a bad `robot=`: robot= on a fixed-robot task, an invalid description

@@ -262,6 +262,9 @@ def run(args: list[str]) -> int:
     if ns.episodes < 0:
         raise CliError(f"--episodes {ns.episodes}: must be >= 0 (0: run until stopped)")
 
+    if ns.robot and not ns.sim:
+        raise CliError(f"--robot {ns.robot}: the robot of a sim-to-sim run; pass --sim too (without it deploy checks "
+                       "the export, which names its joints itself)")
     export_dir = resolve_export(ns.target.resolve(), ns.task)
     from batonlab.deploy import ManifestError, load_manifest
 
@@ -279,6 +282,8 @@ def run(args: list[str]) -> int:
         return 0
     record = {"record": True, "record_dir": str(ns.record.resolve()), "record_seed": ns.seed} if ns.record else None
     robot = str(Path(ns.robot).resolve()) if ns.robot else export_robot(manifest)
+    if robot:
+        _check_sim_robot(ns.task or manifest.task, robot)
     stop_request = StopRequest()
     with stop_on_signals(stop_request):  # SIGTERM, like Ctrl-C, stops the nodes and keeps the episodes done
         summary = run_sim_to_sim(export_dir, ns.task or manifest.task, ns.seed, ns.episodes, ns.domain_id, ns.results,
@@ -294,6 +299,20 @@ def run(args: list[str]) -> int:
 
 
 # Private helpers.
+
+
+def _check_sim_robot(task: str, robot: str) -> None:
+    """The sim robot's world, `task` over the description `robot`, builds: one line here rather than a node's
+    traceback once the nodes run."""
+    from batonlab.cli.common import ROBOT_ERRORS
+    from batonlab.tasks import make_task_cfg
+
+    try:
+        make_task_cfg(task, play=True, robot=robot)
+    except KeyError as err:
+        raise CliError(str(err.args[0])) from None
+    except ROBOT_ERRORS as err:
+        raise CliError(str(err)) from None
 
 
 def _robot_wiring(export_dir: Path) -> tuple[dict, dict]:

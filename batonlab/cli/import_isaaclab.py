@@ -23,22 +23,29 @@ def run(args: list[str]) -> int:
                                      "descriptors and policy.onnx) as a batonlab export folder that policy_node runs.")
     parser.add_argument("io_descriptors", type=Path, help="the IO-descriptor YAML Isaac Lab exported")
     parser.add_argument("policy", type=Path, help="Isaac Lab's exported policy.onnx")
-    parser.add_argument("out_dir", type=Path, help="export folder to write (policy.onnx + manifest.json)")
+    parser.add_argument("out_dir", type=Path, help="export folder to write (policy.onnx + manifest.json): one that "
+                        "does not exist yet, or an earlier export")
     parser.add_argument("--robot", type=Path, required=True, help="robot description YAML (batonlab.robots.description)")
     parser.add_argument("--obs-group", default="policy", help="observation group the policy reads (default: policy)")
     parser.add_argument("--task", default=None, help="task name in the manifest (default: isaaclab:<descriptor file name>)")
     ns = parser.parse_args(args)
 
+    from batonlab.cli.common import ROBOT_ERRORS
     from batonlab.deploy.isaaclab_import import ImuMount, IsaacLabImportError, import_isaaclab
-    from batonlab.robots.description import RobotDescriptionError, load_description, rigid_frame, site_frame
+    from batonlab.export.writer import check_export_folder
+    from batonlab.robots.description import load_description, rigid_frame, site_frame
     from batonlab.robots.loader import IMU_SITE
     from batonlab.robots.model_file import read_robot_file
 
     try:
+        check_export_folder(ns.out_dir)  # before anything is read: a run that cannot write stops first
+    except OSError as err:
+        raise CliError(f"OUT {ns.out_dir}: {err.strerror}") from None
+    try:
         robot = load_description(ns.robot)
         robot_file = read_robot_file(robot.model, robot.package_roots)
-    except (RobotDescriptionError, FileNotFoundError, ValueError) as err:
-        raise CliError(f"robot description {ns.robot}: {err}") from None
+    except ROBOT_ERRORS as err:
+        raise CliError(f"--robot {ns.robot}: {err}") from None
     imu = None
     if robot.imu_site:
         imu = ImuMount(IMU_SITE, *rigid_frame(robot_file, site_frame(robot_file, robot.imu_site, robot.imu_offset)))

@@ -17,6 +17,7 @@ logged ones; all (the default) runs every mode the bag and the arguments allow.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -43,6 +44,50 @@ def _per_joint(open_loop) -> str:
     return ", ".join(parts)
 
 
+def _check_outputs(ns: argparse.Namespace) -> None:
+    """The options checked before the bag is read: a frame rate and size to render, places to write to."""
+    if not (ns.fps > 0 and math.isfinite(ns.fps)):
+        raise CliError(f"--fps {ns.fps:g}: expected a frame rate > 0")
+    if min(ns.size) < 1:
+        raise CliError(f"--size {ns.size[0]}x{ns.size[1]}: expected a height and width >= 1 pixel")
+    if ns.report is not None and ns.report.exists() and not ns.report.is_dir():
+        raise CliError(f"--report {ns.report} is a file; expected a folder (created if it does not exist)")
+    if ns.video is not None and ns.video.is_dir():
+        raise CliError(f"--video {ns.video} is a folder; expected a video file to write, e.g. "
+                       f"{ns.video / 'playback.mp4'}")
+    if ns.policy is not None and not (ns.policy / "manifest.json").is_file():
+        raise CliError(f"--policy {ns.policy}: no manifest.json there; expected an export folder (batonlab export)")
+
+
+def _check_task_and_robot(ns: argparse.Namespace, log) -> None:
+    """`--task` names a registered task, and `--robot` a description that task is built over."""
+    from batonlab.cli.common import ROBOT_ERRORS
+    from batonlab.logs.bag_reader import BagError
+    from batonlab.logs.replay import task_of
+    from batonlab.tasks import get_task
+
+    if ns.task is not None:
+        try:
+            get_task(ns.task)
+        except KeyError as err:
+            raise CliError(f"--task {ns.task}: {err.args[0]}") from None
+    if ns.robot is None:
+        return
+    if ns.mode == "policy":
+        raise CliError(f"--robot {ns.robot}: --mode policy replays no world (the robot of open_loop and playback)")
+    if not Path(ns.robot).is_file():
+        raise CliError(f"--robot {ns.robot}: no such file; expected a robot description YAML")
+    try:
+        name = task_of(log, ns.task)
+        get_task(name).make_cfg(play=True, robot=ns.robot)
+    except BagError as err:
+        raise CliError(str(err)) from None
+    except KeyError as err:
+        raise CliError(f"--robot {ns.robot}: the bag's task: {err.args[0]}") from None
+    except ROBOT_ERRORS as err:
+        raise CliError(f"--robot {ns.robot}: {err}") from None
+
+
 def run(args: list[str]) -> int:
     """`batonlab replay BAG`: replay a bag (open loop, policy re-evaluation, report); returns the exit code."""
     from batonlab.logs.replay import PHYSICS_MODES
@@ -65,6 +110,7 @@ def run(args: list[str]) -> int:
     parser.add_argument("--size", type=_size, default=(240, 320), help="video size HEIGHTxWIDTH")
     parser.add_argument("--fps", type=float, default=30.0, help="video frame rate")
     ns = parser.parse_args(args)
+    _check_outputs(ns)
 
     from batonlab.logs.bag_reader import BagError, open_bag
     from batonlab.logs.replay import reevaluate_policy
@@ -75,6 +121,7 @@ def run(args: list[str]) -> int:
         log = open_bag(ns.bag)
     except BagError as err:
         raise CliError(str(err)) from None
+    _check_task_and_robot(ns, log)
     for warning in log.warnings:
         print(f"[batonlab] warning: {warning}", file=sys.stderr)
     print(f"[batonlab] {ns.bag}: {log.metadata.get('source', 'unknown source')}, task {log.metadata.get('task', ns.task)}, "

@@ -3,7 +3,7 @@
 
     batonlab reward fit-potential task=arm_reach_sparse labeller=vlm llm_base_url=http://127.0.0.1:11434/v1 llm_model=llava
     batonlab reward fit-potential task=arm_reach_sparse labeller=scripted          # the task's true progress decides
-    batonlab train task=arm_reach_sparse learned_reward.potential=logs/potential/arm_reach_sparse.pt
+    batonlab train task=arm_reach_sparse env.rewards.potential.params.potential=logs/potential/arm_reach_sparse.pt
 
 States come from rollouts of random actions, or of a trained policy (`run_dir=...`: the next phase of
 an iterated fit). `labeller=vlm` asks the VLM about pairs of rendered frames; `labeller=stand-in` runs

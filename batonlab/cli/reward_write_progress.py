@@ -6,6 +6,8 @@
 
 The LLM is told the task description and the observation group's fields; its function is checked in
 the sandbox on a sample batch (errors go back to it, `attempts` answers at most) and written to `out`.
+If the function fails while training (time limit, error, wrong shape), training stops with one line;
+`env.rewards.count_bonus.params.turn_off_on_failure=true` trains on without the bonus instead.
 """
 
 from __future__ import annotations

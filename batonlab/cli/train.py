@@ -11,6 +11,7 @@ their own arguments, so every run folder is made the same way.
 from __future__ import annotations
 
 import dataclasses
+import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -21,6 +22,7 @@ from tqdm import tqdm
 
 from batonlab.cli.common import (
     INTERRUPTED,
+    USER_ERRORS,
     CliError,
     Invocation,
     check_run_robot,
@@ -157,7 +159,8 @@ def _train(inv: Invocation, device: str, ctx, on_iteration) -> TrainResult:
     if is_main and run_dir is not None:
         for stale in checkpoint.remove_stale_temporaries(run_dir):
             print(f"[batonlab] removed {stale.name}, left by a save that never finished")
-    if run_dir is None:  # a new run's folder, made once nothing can refuse it: a run that cannot start leaves none
+    new_run = run_dir is None
+    if new_run:  # a new run's folder, made once nothing can refuse it: a run that cannot start leaves none
         run_dir = new_run_dir(top, inv.agent.experiment_name, create=is_main)
         runner.log_dir = run_dir if is_main else None
     if ckpt is not None:
@@ -189,7 +192,15 @@ def _train(inv: Invocation, device: str, ctx, on_iteration) -> TrainResult:
                 config["robot_sha256"] = robot["robot_sha256"]
             write_yaml({**config, "env": inv.task, "agent": inv.agent}, run_dir / "config.yaml")
         target = _TargetCheck(inv, plan.stop_at) if plan.stop_at is not None else None
-        stats = runner.learn(total, progress=top.progress, on_iteration=on_iteration, should_stop=target)
+        try:
+            stats = runner.learn(total, progress=top.progress, on_iteration=on_iteration, should_stop=target)
+        except USER_ERRORS:
+            # A learned reward failing in the first iteration (a progress function that loops): nothing trained,
+            # so the new run's folder goes too.
+            env.close()
+            if new_run and is_main and runner.last_checkpoint is None:
+                shutil.rmtree(run_dir, ignore_errors=True)
+            raise
     wall_s = time.perf_counter() - start
     env.close()
     evaluation = target.reached if target is not None else None

@@ -123,6 +123,8 @@ def load_io_descriptors(path: str | Path) -> IoDescriptors:
         raise IsaacLabImportError(f"IO-descriptor file not found: {path}")
     try:
         data = yaml.safe_load(path.read_text())
+    except UnicodeDecodeError:
+        raise IsaacLabImportError(f"{path}: not a text file (expected Isaac Lab's IO-descriptor YAML)") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         line = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

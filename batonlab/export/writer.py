@@ -33,10 +33,10 @@ def write_export(out_dir: str | Path, model: onnx.ModelProto, manifest: Manifest
         The paths of the ONNX file and of the manifest.
 
     Raises:
-        FileExistsError: `out_dir` holds files that no export wrote (they would be replaced).
+        FileExistsError / NotADirectoryError: see `check_export_folder`.
     """
     out_dir = Path(out_dir)
-    _check_replaceable(out_dir)
+    check_export_folder(out_dir)
     files.remove_stale_temporaries(out_dir.parent, f".{out_dir.name}.*.tmp")
     onnx.helper.set_model_props(model, manifest.onnx_metadata())
 
@@ -52,9 +52,18 @@ def write_export(out_dir: str | Path, model: onnx.ModelProto, manifest: Manifest
     return files.replace_folder(out_dir, build)
 
 
-def _check_replaceable(out_dir: Path) -> None:
-    """An existing `out_dir` may hold an export (a manifest, ONNX files, the robot's copy), deploy --sim's
-    output on it, and nothing else."""
+def check_export_folder(out_dir: str | Path) -> None:
+    """`out_dir` can take an export: it does not exist, or it is a folder holding an export (a manifest, ONNX
+    files, the robot's copy), deploy --sim's output on it, and nothing else.
+
+    Raises:
+        NotADirectoryError: `out_dir` is a file.
+        FileExistsError: `out_dir` holds files that no export wrote (they would be replaced).
+    """
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, "it is a file; an export goes into a folder that does not exist yet "
+                                 "or holds an earlier export", str(out_dir))
     if not out_dir.is_dir():
         return
     foreign = sorted(p.name for p in out_dir.iterdir()

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from batonlab.learned.errors import LearnedRewardError, one_line
 from batonlab.learned.features import field_specs, read_features
 from batonlab.rl.rollout import held_uniform, rollout
 from batonlab.utils.files import atomic_write_bytes
@@ -250,19 +251,24 @@ def save_potential(path: str | Path, model: PotentialModel, env, group: str, inf
     return atomic_write_bytes(path, buffer.getbuffer())
 
 
+class PotentialFileError(LearnedRewardError):
+    """A potential file that is missing, unreadable, of another kind or version, or fitted on other fields."""
+
+
 def load_potential(path: str | Path) -> tuple[PotentialModel, dict]:
     """(Φ in eval mode with frozen weights, the file's header); a clear error for anything else."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"potential file '{path}' does not exist (write one with: batonlab reward fit-potential)")
+        raise PotentialFileError(f"potential file '{path}' does not exist (write one with: batonlab reward fit-potential)")
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:
-        raise ValueError(f"'{path}' is not a readable potential file: {err}") from None
+        raise PotentialFileError(f"'{path}' is not a readable potential file ({type(err).__name__}: {one_line(err)})"
+                                 ) from None
     if not isinstance(payload, dict) or payload.get("format") != POTENTIAL_FORMAT:
-        raise ValueError(f"'{path}' is not a batonlab potential file (format {payload.get('format') if isinstance(payload, dict) else type(payload).__name__!r})")
+        raise PotentialFileError(f"'{path}' is not a batonlab potential file (format {payload.get('format') if isinstance(payload, dict) else type(payload).__name__!r})")
     if payload.get("version") != POTENTIAL_VERSION:
-        raise ValueError(f"'{path}' has potential format version {payload.get('version')}; this batonlab reads version {POTENTIAL_VERSION}")
+        raise PotentialFileError(f"'{path}' has potential format version {payload.get('version')}; this batonlab reads version {POTENTIAL_VERSION}")
     model = PotentialModel(payload["dim"], tuple(payload["hidden"]))
     model.load_state_dict(payload["state_dict"])
     model.eval().requires_grad_(False)
@@ -277,5 +283,5 @@ def check_fields(header: dict, env, where: str) -> None:
     except KeyError:
         have = [(s.name, s.size) for s in field_specs(env, header["group"])]
     if have != want:
-        raise ValueError(f"{where}: the potential was fitted on group '{header['group']}' fields {want}, "
+        raise PotentialFileError(f"{where}: the potential was fitted on group '{header['group']}' fields {want}, "
                          f"but this task's group has {have}")

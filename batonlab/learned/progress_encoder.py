@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
+from batonlab.learned.errors import LearnedRewardError
 from batonlab.utils.files import atomic_write_bytes
 
 FORMAT = "batonlab.progress_encoder"
@@ -32,7 +33,7 @@ VERSION = 1
 """The file version this code writes and reads."""
 
 
-class ProgressEncoderError(Exception):
+class ProgressEncoderError(LearnedRewardError):
     """An encoder file that is missing, unreadable, of another kind or of a newer version."""
 
 

@@ -24,10 +24,11 @@ import numpy as np
 import torch
 
 from batonlab.env.cfg import TaskCfg
+from batonlab.learned.errors import LearnedRewardError, one_line
 from batonlab.learned.progress_encoder import ProgressEncoder
 
 
-class DemoError(Exception):
+class DemoError(LearnedRewardError):
     """A demonstration that is missing, unreadable or empty."""
 
 
@@ -158,7 +159,7 @@ def _npz_frames(path: Path) -> np.ndarray:
     except DemoError:
         raise
     except Exception as err:  # zipfile and numpy raise several kinds for a damaged file
-        raise DemoError(f"demo {path} is not a readable .npz ({type(err).__name__}: {err})") from None
+        raise DemoError(f"demo {path} is not a readable .npz ({type(err).__name__}: {one_line(err)})") from None
     if frames.ndim != 4 or frames.shape[-1] != 3 or frames.dtype != np.uint8:
         raise DemoError(f"demo {path}: 'frames' must be (T, H, W, 3) uint8, got {frames.shape} {frames.dtype}")
     return frames
@@ -193,7 +194,7 @@ def _bag_frames(path: Path, size: int, fps: float, scene: TaskCfg | None) -> np.
             raise DemoError(f"demo {path}: a bag demo is played back in its task's scene; pass the task config")
         env = make_replay_env(log, scene, "nominal")
     except BagError as err:
-        raise DemoError(f"demo {path}: {err}") from None
+        raise DemoError(f"demo {path}: {one_line(err)}") from None
     try:
         return np.stack(playback_frames(log, env, size=(size, size), fps=fps, progress_view=True))
     finally:

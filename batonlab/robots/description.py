@@ -15,7 +15,7 @@ import mujoco
 import numpy as np
 import yaml
 
-from batonlab.robots.model_file import RobotFile, read_robot_file
+from batonlab.robots.model_file import RobotDescriptionError, RobotFile, read_robot_file
 
 CONTROL_KINDS = ("position", "velocity")
 """How an actuated joint is driven: PD to a position target, or P to a velocity target."""
@@ -28,10 +28,6 @@ _TOP_KEYS = ("name", "model", "package_roots", "base", "actuators", "default_joi
 _REQUIRED_KEYS = ("name", "model", "base", "actuators", "default_joint_pos")
 _GROUP_KEYS = ("joints", "control", "stiffness", "damping", "effort_limit", "velocity_limit", "armature")
 _SITE_KEYS = ("parent", "pos", "quat", "rpy")
-
-
-class RobotDescriptionError(ValueError):
-    """A robot description that is incomplete, inconsistent or does not fit its model file."""
 
 
 @dataclass(frozen=True)
@@ -169,7 +165,7 @@ def load_description(source: str | Path | dict, model: str | Path | None = None)
         path = Path(source).resolve()
         if not path.is_file():
             raise FileNotFoundError(f"robot description not found: {path}")
-        raw, folder = yaml.safe_load(path.read_text()), path.parent
+        raw, folder = _read_yaml(path), path.parent
         if not isinstance(raw, dict):
             raise RobotDescriptionError(f"robot description {path} must be a YAML mapping")
     if model is not None:
@@ -265,6 +261,17 @@ def rigid_frame(robot: RobotFile, frame: Frame) -> Frame:
 
 
 # Private helpers.
+
+
+def _read_yaml(path: Path):
+    """The YAML document of a description file; one line naming the file for text that is no YAML."""
+    try:
+        return yaml.safe_load(path.read_text())
+    except UnicodeDecodeError:
+        raise RobotDescriptionError(f"robot description {path} is not a text file (expected a YAML mapping)") from None
+    except yaml.YAMLError as err:
+        raise RobotDescriptionError(f"robot description {path} is not valid YAML: {' '.join(str(err).split())}"
+                                    ) from None
 
 
 def _site(key: str, value) -> tuple[str, SiteOffset]:

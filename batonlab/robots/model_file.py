@@ -33,6 +33,11 @@ _URDF_COMPILER = {"discardvisual": "false", "fusestatic": "false", "strippath": 
 """MuJoCo compiler options a URDF is loaded with (see the module docstring)."""
 
 
+class RobotDescriptionError(ValueError):
+    """A robot description that is incomplete, inconsistent or does not fit its model file, or a model file
+    that cannot be read (not XML, not a URDF or MJCF, or one MuJoCo cannot compile)."""
+
+
 @dataclass(frozen=True)
 class FileJoint:
     """A 1-DoF (hinge or slide) joint as the model file declares it."""
@@ -86,22 +91,30 @@ def read_robot_file(path: str | Path, package_roots: dict[str, Path] | None = No
 
     Raises:
         FileNotFoundError: the model file, a mesh file, or a `package://` package's root is missing.
-        ValueError: the file is neither URDF nor MJCF, or MuJoCo cannot compile it.
+        RobotDescriptionError: the file is not XML, neither URDF nor MJCF, or MuJoCo cannot compile it.
     """
     path = Path(path).resolve()
     if not path.is_file():
         raise FileNotFoundError(f"robot model file not found: {path}")
     velocity_limits: dict[str, float] = {}
     effort_limits: dict[str, float] = {}
-    if path.suffix.lower() in URDF_SUFFIXES:
-        xml, effort_limits, velocity_limits = _rewrite_urdf(path, dict(package_roots or {}))
-        spec = mujoco.MjSpec.from_string(xml)
-    elif path.suffix.lower() in MJCF_SUFFIXES:
-        spec = mujoco.MjSpec.from_file(str(path))
-    else:
-        raise ValueError(f"robot model file {path} must be a URDF ({', '.join(URDF_SUFFIXES)}) "
-                         f"or an MJCF ({', '.join(MJCF_SUFFIXES)}) file")
-    model = compile_spec(spec.copy())
+    if path.suffix.lower() not in URDF_SUFFIXES + MJCF_SUFFIXES:
+        raise RobotDescriptionError(f"robot model file {path} must be a URDF ({', '.join(URDF_SUFFIXES)}) "
+                                    f"or an MJCF ({', '.join(MJCF_SUFFIXES)}) file")
+    try:
+        if path.suffix.lower() in URDF_SUFFIXES:
+            xml, effort_limits, velocity_limits = _rewrite_urdf(path, dict(package_roots or {}))
+            spec = mujoco.MjSpec.from_string(xml)
+        else:
+            spec = mujoco.MjSpec.from_file(str(path))
+        model = compile_spec(spec.copy())
+    except ET.ParseError as err:
+        raise RobotDescriptionError(f"robot model file {path} is not valid XML: {err}") from None
+    except ValueError as err:  # MuJoCo's parse and compile errors
+        if isinstance(err, RobotDescriptionError):
+            raise
+        raise RobotDescriptionError(f"MuJoCo cannot load the robot model file {path}: {' '.join(str(err).split())}"
+                                    ) from None
     joints = []
     for j in range(model.njnt):
         kind = ONE_DOF_JOINT_KINDS.get(int(model.jnt_type[j]))
@@ -152,7 +165,7 @@ def _rewrite_urdf(path: Path, package_roots: dict[str, Path]) -> tuple[str, dict
     """The URDF with absolute mesh paths and batonlab's compiler options, and its joints' effort and velocity limits."""
     root = ET.parse(path).getroot()
     if root.tag != "robot":
-        raise ValueError(f"{path} is not a URDF: its root element is <{root.tag}>, not <robot>")
+        raise RobotDescriptionError(f"{path} is not a URDF: its root element is <{root.tag}>, not <robot>")
     extension = root.find("mujoco")
     if extension is None:
         extension = ET.SubElement(root, "mujoco")
@@ -169,7 +182,12 @@ def _rewrite_urdf(path: Path, package_roots: dict[str, Path]) -> tuple[str, dict
         if limit is None:
             continue
         for values, key in ((efforts, "effort"), (velocities, "velocity")):
-            value = float(limit.get(key, "0"))
+            text = limit.get(key, "0")
+            try:
+                value = float(text)
+            except ValueError:
+                raise RobotDescriptionError(f"{path}: joint '{joint.get('name')}' <limit {key}=\"{text}\">: expected "
+                                            "a number") from None
             if math.isfinite(value) and value > 0:
                 values[joint.get("name")] = value
     return ET.tostring(root, encoding="unicode"), efforts, velocities

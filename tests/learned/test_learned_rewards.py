@@ -22,6 +22,7 @@ from batonlab.learned.preference import (
     VlmLabeller,
     collect_states,
     fit_potential,
+    PotentialFileError,
     load_potential,
     random_pairs,
     save_potential,
@@ -88,7 +89,7 @@ def test_potential_shaping_is_gamma_phi_next_minus_phi(scripted_potential):
 
 def test_potential_file_errors_are_clear(tmp_path, scripted_potential):
     path, _, _ = scripted_potential
-    with pytest.raises(FileNotFoundError, match="fit-potential"):
+    with pytest.raises(PotentialFileError, match="fit-potential"):
         load_potential(tmp_path / "missing.pt")
     (tmp_path / "junk.pt").write_bytes(b"not a torch file")
     with pytest.raises(ValueError, match="not a readable potential file"):
@@ -193,10 +194,19 @@ def test_count_bonus_pays_beta_over_sqrt_visits(tmp_path):
     env.close()
 
 
-def test_a_failing_progress_function_turns_the_bonus_off_not_the_training(tmp_path, capsys):
+def test_a_failing_progress_function_stops_training_unless_told_to_turn_the_bonus_off(tmp_path, capsys):
+    from batonlab.learned.errors import LearnedRewardError
+
     function = tmp_path / "progress.py"
     function.write_text('def progress(obs):\n    return obs["ee_pos"][:, 0] / 0.0\n')  # inf: non-finite
     env = sparse_env(num_envs=8, params={("count_bonus", "function"): str(function)})
+    env.reset()
+    with pytest.raises(LearnedRewardError, match="not finite.*turn_off_on_failure=true"):
+        env.step(env.uniform((8, env.num_actions), -1, 1))
+    env.reward_manager.terms["count_bonus"].close()
+    env.close()
+    env = sparse_env(num_envs=8, params={("count_bonus", "function"): str(function),
+                                         ("count_bonus", "turn_off_on_failure"): True})
     env.reset()
     for _ in range(3):
         _, reward, *_ = env.step(env.uniform((8, env.num_actions), -1, 1))

@@ -302,7 +302,7 @@ def test_a_bag_of_the_urdf_arm_replays_on_the_urdf_arm(urdf_arm, tmp_path, capsy
 
     assert main(["replay", str(bag), "--mode", "open_loop"]) == 0
     assert main(["replay", str(bag), "--mode", "open_loop", "--robot", str(tmp_path / "moved.yaml")]) == 2
-    assert "moved.yaml, which does not exist here" in capsys.readouterr().err
+    assert "moved.yaml: no such file; expected a robot description YAML" in capsys.readouterr().err
 
 
 # Slow: train, export, sim-to-sim.
