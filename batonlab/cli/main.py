@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import importlib
+import signal
 import sys
+import threading
 
 from batonlab.cli.exit_codes import INTERRUPTED, USER_ERROR
 
@@ -130,6 +133,12 @@ COMMANDS = {"list": _list, "train": _train, "play": _play, "export": _export, "d
             "bag": _bag, "reward": _reward, "import-isaaclab": _import_isaaclab}
 """Subcommands; later subsystems (deploy, replay, bag) add theirs here."""
 
+COMMAND_MODULES = {"list": "batonlab.tasks", "train": "batonlab.cli.train", "play": "batonlab.cli.play",
+                   "export": "batonlab.cli.export", "deploy": "batonlab.cli.deploy", "replay": "batonlab.cli.replay",
+                   "bag": "batonlab.cli.bag", "reward": "batonlab.cli.reward",
+                   "import-isaaclab": "batonlab.cli.import_isaaclab"}
+"""The module each subcommand loads first (and with it most of the stack it runs on)."""
+
 HELP_COMMANDS = ("train", "play", "export")
 """Subcommands whose `--help` lists the options of conf/batonlab.yaml; the others parse their own flags."""
 
@@ -153,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _run(command, args)
     except KeyboardInterrupt:
+        _forget_caught_interrupt()
         print(f"batonlab {command}: interrupted", file=sys.stderr)
         return INTERRUPTED
     except ModuleNotFoundError as err:
@@ -163,8 +173,38 @@ def main(argv: list[str] | None = None) -> int:
         return USER_ERROR
 
 
+def _import_uninterrupted(modules: list[str]) -> None:
+    """Import `modules` with Ctrl-C held back until they are loaded, then let it through.
+
+    A KeyboardInterrupt raised inside a library's import comes out as other errors (mujoco's
+    "ImportError: initialization failed", omegaconf's AttributeError); held back, the SIGINT arrives
+    once the imports are done and becomes the command's "interrupted" line and exit code 130.
+    """
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+        for module in modules:
+            importlib.import_module(module)
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        for module in modules:
+            importlib.import_module(module)
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def _forget_caught_interrupt() -> None:
+    """Keep exit code 130 for a Ctrl-C caught while the command's modules were still being imported.
+
+    CPython 3.11 flags a KeyboardInterrupt that leaves code run from a string (as `dataclasses` builds
+    `__init__` with `exec`) as unhandled, even when it is caught later, and then ends the process by
+    SIGINT (exit code -2) instead of with its exit code. The next string it runs clears that flag.
+    """
+    exec("None")  # noqa: S102 (a constant string)
+
+
 def _run(command: str, args: list[str]) -> int:
     """Run one command; bad input and disk faults become one line on stderr."""
+    _import_uninterrupted(["batonlab.cli.common", COMMAND_MODULES[command]])
     from batonlab.cli.common import USER_ERRORS
     from batonlab.utils.files import describe_disk_fault, disk_fault
 
