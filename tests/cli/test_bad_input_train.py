@@ -47,6 +47,34 @@ TRAIN_CASES = [
                                               "model_N.pt in it"),
     (["resume=true", "checkpoint={tmp}/foreign.pt"], "checkpoint {tmp}/foreign.pt is not a batonlab checkpoint: it has "
                                                      "keys ['model']; batonlab train writes a dict with keys ['version'"),
+    # Once one line already (tests/cli/test_cli_errors.py's cases before this corpus).
+    (["env.num_envs=2.5"], "env.num_envs=2.5: expected an integer"),
+    (["max_iterations=abc"], "max_iterations=abc: expected an integer"),
+    (["seed=abc"], "seed=abc: expected an integer"),
+    (["play.num_episodes=1.5"], "play.num_episodes=1.5: expected an integer"),
+    (["agent.algorithm.learning_rate=fast"], "agent.algorithm.learning_rate=fast: expected a number"),
+    (["env.rewards.ee_near.params.std=wide"], "env.rewards.ee_near.params.std=wide: expected a number"),
+    (["env.commands.ee_target.resampling_time_range_s=[1,2,3]"], "expected a list of 2 numbers"),
+    (["env.sim.backend=foo"], "env.sim.backend=foo: expected one of ['mujoco', 'mujoco_warp']"),
+    (["max_iterations=0"], "max_iterations=0: expected an integer >= 1"),
+    (["max_iterations=-5"], "max_iterations=-5: expected an integer >= 1"),
+    (["agent.max_iterations=0"], "agent.max_iterations=0: expected an integer >= 1"),
+    (["+max_iterations=3"], "no keys to add with '+'; valid top-level keys: ['task', 'robot', 'seed'"),
+    (["++env.num_envs=3"], "no keys to add with '+'"),
+    (["+foo=1"], "no keys to add with '+'"),
+    (["seeed=1"], "unknown top-level key 'seeed'; valid top-level keys: ['task', 'robot', 'seed'"),
+    (["env.seed=3"], "use seed=..."),
+    (["task.num_envs=3"], "'task' is a string or null, it has no key 'num_envs' (the task's config is reached with env.*"),
+    (["resume=true", "run_dir=nowhere"], "run_dir nowhere does not exist"),
+    (["agent.algorithm.class_name=P3O"], "agent.algorithm.class_name=P3O learns from constraint costs and this task has none"),
+    (["agent.algorithm.class_name=Bogus"], "agent.algorithm.class_name=Bogus: expected one of ['PPO', 'P3O', 'PPOLagrangian', 'Distillation']"),
+    # Training to a target.
+    (["stop_at=success"], "stop_at=success: expected success:RATE with RATE in (0, 1]"),
+    (["stop_at=return:5"], "stop_at=return:5: expected success:RATE"),
+    (["stop_at=success:1.5"], "stop_at=success:1.5: expected success:RATE"),
+    (["stop_at=success:0"], "stop_at=success:0: expected success:RATE"),
+    (["stop_at=success:0.9", "eval_interval=0"], "eval_interval=0: expected an integer >= 1"),
+    (["stop_at=success:0.9", "eval_episodes=0"], "stop_at=success:0.9 is checked by play evaluations: eval_episodes=0"),
 ]
 
 PLAY_CASES = [

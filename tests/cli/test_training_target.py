@@ -9,35 +9,12 @@ import re
 import shlex
 import shutil
 
-import pytest
-
 from batonlab.cli.common import build_invocation
 from batonlab.cli.main import main
 from batonlab.cli.training_target import training_plan
 from robot_files import write_urdf_arm
 
-BAD_TARGETS = [
-    (["stop_at=success"], "stop_at=success: expected success:RATE with RATE in (0, 1]"),
-    (["stop_at=return:5"], "stop_at=return:5: expected success:RATE"),
-    (["stop_at=success:1.5"], "stop_at=success:1.5: expected success:RATE"),
-    (["stop_at=success:0"], "stop_at=success:0: expected success:RATE"),
-    (["stop_at=success:0.9", "eval_interval=0"], "eval_interval=0: expected an integer >= 1"),
-    (["stop_at=success:0.9", "eval_episodes=0"], "stop_at=success:0.9 is checked by play evaluations: eval_episodes=0"),
-]
-
-
-@pytest.mark.parametrize("extra,message", BAD_TARGETS, ids=[" ".join(a) for a, _ in BAD_TARGETS])
-def test_a_bad_target_is_one_line_before_any_simulation(extra, message, tmp_path, capsys, monkeypatch):
-    import batonlab.env.env as env_module
-
-    def no_env(*args, **kwargs):
-        raise AssertionError("the env was built")
-
-    monkeypatch.setattr(env_module.BatonEnv, "__init__", no_env)
-    code = main(["train", "task=arm_reach", f"log_root={tmp_path}", *extra])
-    err = capsys.readouterr().err
-    assert code == 2 and message in err and err.startswith("batonlab train: ") and err.count("\n") == 1, err
-    assert not (tmp_path / "arm_reach").exists()
+# Malformed stop_at / eval_interval: tests/cli/test_bad_input_train.py.
 
 
 def test_tasks_over_a_user_robot_train_to_their_bar_by_default(tmp_path):
