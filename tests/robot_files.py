@@ -26,6 +26,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 PACKAGE = "test_arm_description"
 """The ROS package name used in `package://` URIs."""
@@ -84,34 +85,19 @@ TCP_OFFSET_M = 0.10
 FINGER_JOINTS = ("finger_left", "finger_right")
 """The gripper's prismatic joints; `finger_right` mimics `finger_left`."""
 
-GRIPPER_DESCRIPTION_YAML = f"""\
-name: test_arm_gripper
-model: {PACKAGE}/urdf/test_arm_gripper.urdf
-package_roots: {{{PACKAGE}: {PACKAGE}}}
-base: fixed
-actuators:
-  - joints: ["shoulder_.*"]
-    control: position
-    stiffness: 120.0
-    damping: 6.0
-    effort_limit: 50.0
-    armature: 0.02
-  - joints: ["elbow", "wrist_.*"]
-    control: position
-    stiffness: 40.0
-    damping: 2.0
-    armature: 0.02
-  - joints: finger_left     # finger_right follows it (URDF <mimic>)
-    control: position
-    stiffness: 200.0
-    damping: 4.0
-    armature: 0.0
-default_joint_pos: {{"elbow": 1.0, "shoulder_pitch": 0.3, "finger_left": 0.02, ".*": 0.0}}
-held_joints: [finger_left]
-ee_site: {{parent: hand, pos: [0.0, 0.0, {TCP_OFFSET_M}]}}
-collision_exclusions: [[base_link, link3]]
-"""
-"""The gripper arm's description: TCP past the hand, fingers held open at 2 cm."""
+def gripper_description() -> dict:
+    """The gripper arm's description: the arm's, with rotor inertia on every joint, the finger servo, the fingers
+    held open at 2 cm and the TCP `TCP_OFFSET_M` past the hand."""
+    raw = yaml.safe_load(DESCRIPTION_YAML)
+    raw["name"], raw["model"] = "test_arm_gripper", f"{PACKAGE}/urdf/test_arm_gripper.urdf"
+    raw["actuators"][1]["armature"] = 0.02
+    # finger_right follows finger_left (URDF <mimic>): only the leader is described.
+    raw["actuators"].append({"joints": "finger_left", "control": "position", "stiffness": 200.0, "damping": 4.0,
+                             "armature": 0.0})
+    raw["default_joint_pos"]["finger_left"] = 0.02
+    raw["held_joints"] = ["finger_left"]
+    raw["ee_site"] = {"parent": "hand", "pos": [0.0, 0.0, TCP_OFFSET_M]}
+    return raw
 
 
 def write_urdf_arm(folder: str | Path, gripper: bool = False) -> Path:
@@ -125,7 +111,7 @@ def write_urdf_arm(folder: str | Path, gripper: bool = False) -> Path:
     (urdf_dir / "test_arm.urdf").write_text(arm_urdf())
     (urdf_dir / "test_arm_gripper.urdf").write_text(arm_urdf(gripper=True))
     path = folder / ("test_arm_gripper.yaml" if gripper else "test_arm.yaml")
-    path.write_text(GRIPPER_DESCRIPTION_YAML if gripper else DESCRIPTION_YAML)
+    path.write_text(yaml.safe_dump(gripper_description()) if gripper else DESCRIPTION_YAML)
     return path
 
 
