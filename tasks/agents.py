@@ -7,6 +7,9 @@ from typing import Callable
 
 from batonlab.rl.cfg import AlgorithmCfg, PolicyCfg, RunnerCfg
 
+ROLLOUT_STEPS = 24
+"""Control steps per env and training iteration of the built-in agents."""
+
 
 def ppo_agent_cfg(experiment_name: str, max_iterations: int, save_interval: int = 50,
                   hidden_dims: tuple[int, ...] = (128, 128, 64), obs_groups: dict[str, list[str]] | None = None,
@@ -15,7 +18,7 @@ def ppo_agent_cfg(experiment_name: str, max_iterations: int, save_interval: int 
     initial action noise 1.0, the same widths for actor and critic; `obs_groups` None: both read `policy`."""
     cfg = RunnerCfg(
         experiment_name=experiment_name,
-        num_steps_per_env=24,
+        num_steps_per_env=ROLLOUT_STEPS,
         max_iterations=max_iterations,
         save_interval=save_interval,
         policy=PolicyCfg(actor_hidden_dims=hidden_dims, critic_hidden_dims=hidden_dims, init_noise_std=1.0),

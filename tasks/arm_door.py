@@ -45,6 +45,9 @@ DOOR_POS = (0.58, 0.0, 0.0)
 """Nominal origin of the door (bottom centre of its opening) on the table [m, arm base frame]; the
 door faces the arm (turned by π), its hinge at y = -0.175, its handle at ~(0.52, 0.065, 0.25)."""
 
+ITERATIONS = 500
+"""The teacher's training budget; λ is 0 by 60 % of it."""
+
 LATCH_THRESHOLD = 0.5
 """The latch is off in envs that reset while λ is above this."""
 
@@ -96,6 +99,7 @@ def make_arm_door_cfg(play: bool = False) -> TaskCfg:
     opened = {"joint": door_asset.HINGE_JOINT, "angle": OPEN_ANGLE}
     return grasping_task_cfg(
         play,
+        ITERATIONS,
         scene=SceneCfg(build=make_door_spec, default_joint_pos=home_pose(), camera="door_view"),
         episode_length_s=6.0,
         observations=door_observations(JOINTS, play),
@@ -132,7 +136,7 @@ def make_arm_door_cfg(play: bool = False) -> TaskCfg:
 
 def make_arm_door_agent_cfg() -> RunnerCfg:
     # A longer sequence than arm_lift (reach, turn, pull for seconds): a longer horizon.
-    return teacher_agent_cfg("arm_door", max_iterations=500, gamma=0.99)
+    return teacher_agent_cfg("arm_door", max_iterations=ITERATIONS, gamma=0.99)
 
 
 register("arm_door", make_arm_door_cfg, make_arm_door_agent_cfg,

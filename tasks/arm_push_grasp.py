@@ -24,7 +24,7 @@ from batonlab.rl.cfg import RunnerCfg
 from batonlab.robots.arm6 import home_pose
 from batonlab.tasks import register
 from batonlab.tasks.arm_lift import make_arm_lift_cfg
-from batonlab.tasks.grasping import teacher_agent_cfg
+from batonlab.tasks.grasping import privilege_schedule, teacher_agent_cfg
 from batonlab.tasks.table_scene import (FINGER_PADS, add_box_object, add_gripper_table_pairs, make_table_arm_spec,
                                         pad_contact_sensor)
 
@@ -36,6 +36,9 @@ TABLE_EDGE_X = 0.55
 
 PAD_CONTACTS = tuple(pad_contact_sensor(pad, "object") for pad in FINGER_PADS)
 """Contact counts of the finger pads with the box: both non-zero is a grasp."""
+
+ITERATIONS = 600
+"""The teacher's training budget; λ is 0 by 60 % of it."""
 
 IN_HAND_RADIUS = 0.15
 """The box counts as in hand within this distance of the tool point [m] (grasped by an edge, its
@@ -60,6 +63,8 @@ def make_arm_push_grasp_cfg(play: bool = False) -> TaskCfg:
     """`arm_lift` with the flat box on the shorter table, a longer episode, a grasp that needs the
     fingertips on the box, and a slippery table among the privileges."""
     cfg = make_arm_lift_cfg(play)
+    if not play:
+        cfg.curriculum = privilege_schedule(ITERATIONS)
     cfg.scene = SceneCfg(build=make_push_grasp_spec, default_joint_pos=home_pose(), camera="overview")
     cfg.episode_length_s = 6.0
     lift = {**cfg.success.params, "radius": IN_HAND_RADIUS, "touch_sensors": PAD_CONTACTS}
@@ -76,7 +81,7 @@ def make_arm_push_grasp_cfg(play: bool = False) -> TaskCfg:
 
 
 def make_arm_push_grasp_agent_cfg() -> RunnerCfg:
-    return teacher_agent_cfg("arm_push_grasp", max_iterations=600, gamma=0.99)
+    return teacher_agent_cfg("arm_push_grasp", max_iterations=ITERATIONS, gamma=0.99)
 
 
 register("arm_push_grasp", make_arm_push_grasp_cfg, make_arm_push_grasp_agent_cfg,

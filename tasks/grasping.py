@@ -10,7 +10,7 @@ from batonlab import events, observations
 from batonlab.env.cfg import ActionTermCfg, CurriculumTermCfg, EventTermCfg, ObsTermCfg, SimCfg, TaskCfg
 from batonlab.rl.cfg import RunnerCfg
 from batonlab.robots.arm6 import ARM_JOINTS, GRIPPER_JOINT
-from batonlab.tasks.agents import ppo_agent_cfg
+from batonlab.tasks.agents import ROLLOUT_STEPS, ppo_agent_cfg
 
 JOINTS = (*ARM_JOINTS, GRIPPER_JOINT)
 """The joints the grasping policies observe and drive."""
@@ -34,11 +34,15 @@ def arm_policy_terms(joints: tuple[str, ...]) -> dict[str, ObsTermCfg]:
     }
 
 
-def grasping_task_cfg(play: bool, **fields) -> TaskCfg:
-    """A privileged arm6 task: 1024 envs at 50 Hz, arm and gripper actions, λ from 1 down by `privilege_schedule`;
-    `fields` are the task's own (`TaskCfg` keywords); `play`: `as_play`."""
+FADE_FRACTION = 0.6
+"""Fraction of a grasping task's training iterations by which its privileges are gone (the rest trains at λ = 0)."""
+
+
+def grasping_task_cfg(play: bool, iterations: int, **fields) -> TaskCfg:
+    """A privileged arm6 task: 1024 envs at 50 Hz, arm and gripper actions, λ from 1 down by `privilege_schedule`
+    to 0 by `FADE_FRACTION` of its `iterations`; `fields` are the task's own (`TaskCfg` keywords); `play`: `as_play`."""
     cfg = TaskCfg(sim=SimCfg(physics_dt=0.005, decimation=4), num_envs=1024, actions=arm_and_gripper_actions(),
-                  privilege_level=1.0, curriculum=privilege_schedule(), **fields)
+                  privilege_level=1.0, curriculum=privilege_schedule(iterations), **fields)
     return as_play(cfg) if play else cfg
 
 
@@ -48,9 +52,13 @@ def initial_arm_pose(position_range: tuple[float, float]) -> EventTermCfg:
                         params={"joints": ARM_JOINTS, "position_range": position_range})
 
 
-def privilege_schedule() -> dict[str, CurriculumTermCfg]:
-    """λ steps down by 0.25 each time 75 % of the last 1024 episodes succeed."""
-    return {"privilege": CurriculumTermCfg(func=PrivilegeSchedule, params={"success_threshold": 0.75, "window_episodes": 1024})}
+def privilege_schedule(iterations: int) -> dict[str, CurriculumTermCfg]:
+    """λ steps down by 0.25 each time 75 % of the last 1024 episodes succeed (halved after a step that cost
+    success, down to 1/16), and is 0 by `FADE_FRACTION` of a training of `iterations` whatever the success."""
+    zero_by_iteration = round(FADE_FRACTION * iterations)
+    return {"privilege": CurriculumTermCfg(func=PrivilegeSchedule, params={
+        "success_threshold": 0.75, "window_episodes": 1024, "step": 0.25, "min_step": 0.0625,
+        "zero_by_step": zero_by_iteration * ROLLOUT_STEPS})}
 
 
 def as_play(cfg: TaskCfg) -> TaskCfg:

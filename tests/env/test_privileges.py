@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from batonlab.curricula.privilege import PrivilegeSchedule
+from batonlab.curricula.privilege import PrivilegeSchedule, ScheduleState, deadline_ceiling, schedule_rule
 from batonlab.env.cfg import ActionTermCfg, CurriculumTermCfg, PrivilegeTermCfg
 from batonlab.env.env import BatonEnv
 from batonlab.observations.objects import body_pos
@@ -160,6 +160,58 @@ def test_schedule_lowers_the_level_only_when_the_success_window_passes():
     for _ in range(6):
         finish([True] * 8)
     assert env.privilege_manager.level == 0.0, "λ never goes below min_level (0)"
+
+
+def test_schedule_rule_halves_a_step_that_cost_success_and_meets_its_deadline():
+    """On synthetic window rates: a step down after which success falls by more than the tolerance halves
+    the next step (never below min_step); a step that costs nothing keeps it; the deadline's ceiling
+    takes λ to 0 whatever the success."""
+    rule = dict(success_threshold=0.75, min_step=0.0625, drop_tolerance=0.1)
+    state = ScheduleState(level=1.0, step=0.25)
+    assert not schedule_rule(state, None, 1.0, **rule) and state.level == 1.0  # the window is filling
+    assert schedule_rule(state, 0.9, 1.0, **rule) and state.level == 0.75 and state.earned_rate == 0.9
+    assert not schedule_rule(state, 0.5, 1.0, **rule)  # success fell 0.4 after the step: the next step is halved
+    assert state.step == 0.125 and state.level == 0.75 and state.earned_rate is None
+    assert schedule_rule(state, 0.8, 1.0, **rule) and state.level == 0.625
+    assert schedule_rule(state, 0.76, 1.0, **rule) and state.step == 0.125  # a 0.04 fall is within the tolerance
+    assert state.level == 0.5
+    for rate in (0.3, 0.8, 0.3, 0.8, 0.3):  # every step costs success: halved down to min_step, not below
+        schedule_rule(state, rate, 1.0, **rule)
+    assert state.step == 0.0625
+    stuck = ScheduleState(level=0.5, step=0.25)
+    levels = []
+    for steps in range(0, 1001, 100):  # never succeeding, but the deadline falls from 1 to 0 over 1000 steps
+        schedule_rule(stuck, 0.1, deadline_ceiling(1.0, steps, 1000), **rule)
+        levels.append(stuck.level)
+    assert levels[:5] == [0.5] * 5 and levels[6] == pytest.approx(0.4) and levels[-1] == 0.0
+    assert all(a >= b for a, b in zip(levels, levels[1:])), "λ never rises"
+    assert deadline_ceiling(1.0, 5000, None) == 1.0
+
+
+def test_schedule_term_follows_its_deadline_in_control_steps_and_resumes_it(tmp_path):
+    cfg = make_task_cfg("arm_lift")
+    cfg.num_envs = 4
+    cfg.curriculum["privilege"] = CurriculumTermCfg(func=PrivilegeSchedule,
+                                                    params={"window_episodes": 4, "zero_by_step": 10})
+    env = BatonEnv(cfg)
+    schedule = env.curriculum_manager.terms["privilege"]
+    env.extras["success"] = torch.zeros(4, dtype=torch.bool)
+    for _ in range(4):
+        env.step(hold_action(env))
+    log = schedule(env, env.all_env_ids[:1])
+    assert env.privilege_manager.level == pytest.approx(0.6) and log["ceiling"] == pytest.approx(0.6)
+    state = schedule.state_dict()
+    fresh = BatonEnv(cfg)
+    resumed = fresh.curriculum_manager.terms["privilege"]
+    resumed.load_state_dict(state)
+    assert resumed.steps == 4 and fresh.privilege_manager.level == pytest.approx(0.6)
+    for _ in range(6):
+        fresh.step(hold_action(fresh))
+    fresh.extras["success"] = torch.zeros(4, dtype=torch.bool)
+    resumed(fresh, fresh.all_env_ids[:1])
+    assert fresh.privilege_manager.level == 0.0
+    env.close()
+    fresh.close()
 
 
 def test_schedule_state_and_level_survive_a_checkpoint(tmp_path):
