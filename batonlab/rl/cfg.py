@@ -77,6 +77,11 @@ class DistillationCfg:
     student_noise_std: float = 0.1
     """Fixed std of the Gaussian noise on the student's actions in rollouts [action units]; not learned.
     It visits states around the student's own, which the teacher then labels."""
+    teacher_action_prob: float = 0.0
+    """DAgger's β at the first iteration: the probability that an env executes the teacher's action
+    instead of the student's at a control step (0: the student always acts)."""
+    teacher_action_iterations: int = 0
+    """Iterations over which β falls linearly to 0 (0 with β > 0: β stays constant)."""
 
 
 @dataclass
@@ -241,6 +246,9 @@ def _distillation_dict(cfg: RunnerCfg, privileged_groups: tuple[str, ...]) -> di
                          f"num_learning_epochs x num_steps_per_env = {chunk} (rsl-rl would skip the remainder)")
     if settings.student_noise_std <= 0.0:
         raise ValueError(f"agent.algorithm.distillation.student_noise_std={settings.student_noise_std} must be > 0")
+    if not 0.0 <= settings.teacher_action_prob <= 1.0 or settings.teacher_action_iterations < 0:
+        raise ValueError(f"agent.algorithm.distillation.teacher_action_prob={settings.teacher_action_prob} must be in "
+                         f"[0, 1] and teacher_action_iterations={settings.teacher_action_iterations} >= 0")
     return {
         "obs_groups": {"student": student_obs_groups(cfg, privileged_groups), "teacher": list(teacher.obs_groups)},
         "algorithm": {
@@ -250,6 +258,8 @@ def _distillation_dict(cfg: RunnerCfg, privileged_groups: tuple[str, ...]) -> di
             "learning_rate": algorithm.learning_rate,
             "max_grad_norm": algorithm.max_grad_norm,
             "loss_type": settings.loss_type,
+            "teacher_action_prob": settings.teacher_action_prob,
+            "teacher_action_iterations": settings.teacher_action_iterations,
         },
         "student": {
             "class_name": "MLPModel",

@@ -238,6 +238,8 @@ class BatonRunner:
         stats = {f"Loss/{k}": float(v) for k, v in losses.items()}
         stats["Loss/learning_rate"] = float(self.alg.learning_rate)
         stats["Policy/mean_std"] = float(self.alg.get_policy().output_std.detach().mean())
+        if self.distillation:
+            stats["Policy/teacher_action_prob"] = self.alg.beta  # DAgger's β of the next rollout
         stats["Perf/steps_per_s"] = steps / (collect_time + learn_time)
         stats["Perf/collection_time_s"] = collect_time
         stats["Perf/learning_time_s"] = learn_time
@@ -331,6 +333,8 @@ class BatonRunner:
                                   "cost_critic": same_constrained, "constraint": same_constrained}, strict=True)
         self.iteration = int(state["iter"])
         self.total_env_steps = int(state["total_env_steps"])
+        if self.distillation:
+            self.alg.num_updates = self.iteration  # DAgger's β continues its fall
         # Resuming restores every curriculum; playing or exporting may run a task that drops some.
         self.env.load_training_state(state, strict=load_optimizer)
 

@@ -138,6 +138,8 @@ def test_one_line_errors(teacher_run, tmp_path, capsys):
         ([*train, DISTIL, f"teacher={student_run}"], "the teacher run is a distillation run"),
         ([*train, DISTIL, f"teacher={teacher_run}", "agent.algorithm.distillation.gradient_length=3"],
          "gradient_length=3 must divide"),
+        ([*train, DISTIL, f"teacher={teacher_run}", "agent.algorithm.distillation.teacher_action_prob=1.5"],
+         "teacher_action_prob=1.5 must be in [0, 1]"),
         (["train", "task=arm_lift", DISTIL, "resume=true", f"run_dir={student_run}", f"teacher={teacher_run}",
           "max_iterations=2", *TINY], "a resumed distillation keeps the teacher of its checkpoint"),
         (["export", f"run_dir={teacher_run}"], "reads the privileged observation group(s) ['privileged']"),
@@ -183,10 +185,14 @@ def test_runner_checkpoint_round_trip(teacher_run, tmp_path):
 
 
 def test_student_imitates_the_teacher(teacher_run):
-    """The behaviour loss on a fixed batch of states falls well below the untrained student's."""
+    """DAgger (β-mixed rollouts falling to the student's own): the behaviour loss on a fixed batch of
+    states falls well below the untrained student's."""
     torch.manual_seed(0)
     env = RslRlVecEnv(_env(32))
-    runner = BatonRunner(env, _teacher_agent(teacher_run))
+    agent = _teacher_agent(teacher_run)
+    agent.algorithm.distillation.teacher_action_prob = 0.5
+    agent.algorithm.distillation.teacher_action_iterations = 4
+    runner = BatonRunner(env, agent)
     runner.load_teacher(runner.cfg.teacher.checkpoint)
     frames = []
     with torch.inference_mode():  # states the teacher visits, with its own privileged inputs
@@ -206,6 +212,34 @@ def test_student_imitates_the_teacher(teacher_run):
     print(f"\n[distillation] fixed-batch behaviour loss {before:.4f} -> {after:.4f}; logged {logged[0]:.4f} -> {logged[-1]:.4f}")
     assert after < 0.2 * before
     assert logged[-1] < 0.3 * logged[0]
+    assert runner.alg.beta == 0.0
+
+
+def test_dagger_beta_mixes_teacher_actions_into_the_rollout_and_falls_to_zero(teacher_run):
+    """With probability β an env executes the teacher's (clipped) label; the stored transition keeps the
+    student's action; β falls linearly over `teacher_action_iterations` updates and continues after a resume."""
+    torch.manual_seed(0)
+    env = _env(512)
+    agent = _teacher_agent(teacher_run)
+    agent.algorithm.distillation.teacher_action_prob = 0.5
+    agent.algorithm.distillation.teacher_action_iterations = 4
+    runner = BatonRunner(RslRlVecEnv(env), agent)
+    runner.load_teacher(teacher_run / "model_2.pt")
+    obs = env.get_observations()
+    with torch.inference_mode():
+        executed = runner.alg.act(obs)
+    student, labels = runner.alg.transition.actions, runner.alg.transition.privileged_actions
+    from_teacher = (executed == labels).all(dim=1)
+    assert (from_teacher | (executed == student).all(dim=1)).all()
+    assert 0.4 < from_teacher.float().mean() < 0.6, "half the envs execute the teacher's action"
+    assert runner.alg.beta == 0.5
+    runner.alg.num_updates = 2
+    assert runner.alg.beta == 0.25
+    runner.alg.num_updates = 4
+    with torch.inference_mode():
+        executed = runner.alg.act(obs)
+    torch.testing.assert_close(executed, runner.alg.transition.actions)  # β = 0: the student acts
+    env.close()
 
 
 def test_teacher_labels_are_the_executed_actions(teacher_run):
