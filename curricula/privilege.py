@@ -104,19 +104,12 @@ class PrivilegeSchedule(CurriculumTerm):
         self.window = torch.zeros(window_episodes, device=env.device)
         self.count = 0
         """Episodes recorded since the last step down (the window is full when it reaches its size)."""
-        self.step_offset = 0
-        """Control steps before this env's first (a resumed run's), added to `env.common_step_counter`."""
 
     @property
     def window_rate(self) -> float:
         """Success rate of the episodes in the window (0 while it is empty)."""
         n = min(self.count, self.window.numel())
         return float(self.window[:n].mean()) if n else 0.0
-
-    @property
-    def steps(self) -> int:
-        """Control steps per env since training began."""
-        return self.step_offset + self.env.common_step_counter
 
     def __call__(self, env, env_ids: torch.Tensor) -> dict[str, float]:
         success = env.extras.get("success")
@@ -128,7 +121,7 @@ class PrivilegeSchedule(CurriculumTerm):
         manager = env.privilege_manager
         self.state.level = manager.level
         full = self.window_rate if self.count >= self.window.numel() else None
-        ceiling = deadline_ceiling(self.start_level, self.steps, self.zero_by_step)
+        ceiling = deadline_ceiling(self.start_level, env.common_step_counter, self.zero_by_step)  # resumed with checkpoints
         if schedule_rule(self.state, full, ceiling, self.success_threshold, self.min_step, self.drop_tolerance,
                          self.min_level):
             self.count = 0
@@ -138,18 +131,18 @@ class PrivilegeSchedule(CurriculumTerm):
                 "ceiling": ceiling}
 
     def state_dict(self) -> dict:
-        """The term's state for a checkpoint: the success window, the rule's memory, the steps and λ."""
+        """The term's state for a checkpoint: the success window, the rule's memory and λ (the deadline's
+        clock, `env.common_step_counter`, is saved with the env's training state)."""
         return {"window": self.window.cpu().clone(), "count": self.count, "level": self.env.privilege_manager.level,
-                "step": self.state.step, "earned_rate": self.state.earned_rate, "steps": self.steps,
+                "step": self.state.step, "earned_rate": self.state.earned_rate,
                 "start_level": self.start_level}
 
     def load_state_dict(self, state: dict) -> None:
-        """Restore the success window, the rule's memory, the steps and λ (checkpoints before the adaptive
-        rule hold only the window, its count and λ)."""
+        """Restore the success window, the rule's memory and λ (checkpoints before the adaptive rule hold
+        only the window, its count and λ)."""
         self.window[:] = state["window"].to(self.window.device)
         self.count = int(state["count"])
         self.state.step = float(state.get("step", self.state.step))
         self.state.earned_rate = state.get("earned_rate")
-        self.step_offset = int(state.get("steps", 0)) - self.env.common_step_counter
         self.start_level = float(state.get("start_level", self.start_level))
         self.env.privilege_manager.set_level(float(state["level"]))

@@ -139,17 +139,17 @@ def play_task_cfg(inv: Invocation) -> TaskCfg:
     return task
 
 
-def student_conditions(task) -> None:
-    """A student is distilled where it will act: at λ = 0, without the privilege schedule (curriculum
-    terms marked `sets_privilege_level`). The teacher labels the student's own states at λ = 0, so
-    the student learns to act without help, which is all a robot gives it."""
+def student_conditions(task, doing: str = "distilling") -> None:
+    """A student is distilled (and fine-tuned) where it will act: at λ = 0, without the privilege schedule
+    (curriculum terms marked `sets_privilege_level`). The teacher labels the student's own states at
+    λ = 0, so the student learns to act without help, which is all a robot gives it."""
     if not task.privileges and task.privilege_level == 0.0:
         return
     dropped = [name for name, term in task.curriculum.items() if getattr(term.func, "sets_privilege_level", False)]
     for name in dropped:
         del task.curriculum[name]
     task.privilege_level = 0.0
-    print("[batonlab] distilling at λ = 0 (privileges off" + (f", curriculum {dropped} dropped" if dropped else "") +
+    print(f"[batonlab] {doing} at λ = 0 (privileges off" + (f", curriculum {dropped} dropped" if dropped else "") +
           "): the student learns to act as on a robot")
 
 

@@ -59,6 +59,7 @@ class CliOptions:
     checkpoint: str | None
     resume: bool
     teacher: str | None
+    finetune: str | None
     max_iterations: int | None
     stop_at: str | None
     eval_interval: int

@@ -2,7 +2,8 @@
 """Rebuilding a trained policy from a run folder (play, export).
 
 A distillation checkpoint rebuilds its student and teacher whatever `agent.algorithm.class_name`
-says, and the policy is the student. The env runs at privilege level λ = 0, as on a robot.
+says, and the policy is the student; an RL checkpoint rebuilds its actor as it was trained (a
+fine-tuned student reads the student's groups). The env runs at privilege level λ = 0, as on a robot.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from pathlib import Path
 from batonlab.cli.common import Invocation, check_run_robot, find_checkpoint, find_run_dir, privileges_off
 from batonlab.env.env import BatonEnv
 from batonlab.rl import checkpoint
-from batonlab.rl.distillation import restore_distillation_cfg
+from batonlab.rl.distillation import restore_actor_cfg, restore_distillation_cfg
 from batonlab.rl.runner import BatonRunner
 from batonlab.rl.vecenv import RslRlVecEnv
 
@@ -22,7 +23,9 @@ def load_trained(inv: Invocation) -> tuple[BatonEnv, BatonRunner, Path, Path]:
     run_dir = find_run_dir(inv.top, inv.agent.experiment_name)
     check_run_robot(inv.top, run_dir)
     ckpt = find_checkpoint(inv.top, run_dir)
-    if restore_distillation_cfg(inv.agent, checkpoint.load(ckpt)):
+    state = checkpoint.load(ckpt)
+    restore_actor_cfg(inv.agent, state)
+    if restore_distillation_cfg(inv.agent, state):
         print(f"[batonlab] {ckpt.name} is a distillation: using its student (observation groups "
               f"{inv.agent.obs_groups['student']}), not its teacher")
     env = BatonEnv(inv.task)

@@ -36,11 +36,12 @@ from batonlab.cli.common import (
     seed_everything,
     stop_on_signals,
 )
+from batonlab.cli.finetune import resolve_finetune
 from batonlab.cli.teacher import resolve_teacher
 from batonlab.cli.training_target import StopAt, TrainingPlan, below_bar_advice, training_plan
 from batonlab.env.env import BatonEnv
 from batonlab.rl import checkpoint, distributed
-from batonlab.rl.distillation import restore_distillation_cfg
+from batonlab.rl.distillation import restore_actor_cfg, restore_distillation_cfg
 from batonlab.rl.evaluate import EvalResult, evaluate
 from batonlab.rl.runner import BatonRunner
 from batonlab.rl.vecenv import RslRlVecEnv
@@ -150,12 +151,25 @@ def _train(inv: Invocation, device: str, ctx, on_iteration) -> TrainResult:
         if top.teacher:
             raise CliError(f"a resumed distillation keeps the teacher of its checkpoint; drop teacher={top.teacher}")
         restore_distillation_cfg(inv.agent, checkpoint.load(ckpt))
+    elif ckpt is not None:
+        saved = checkpoint.load(ckpt)
+        restore_actor_cfg(inv.agent, saved)
+        if saved.get("finetuned_from"):
+            student_conditions(inv.task, doing="fine-tuning the student")
     elif distilling:
         resolve_teacher(inv)
+    finetune = resolve_finetune(inv) if top.finetune and ckpt is None else None
+    if finetune is not None:
+        student_conditions(inv.task, doing="fine-tuning the student")
     env = RslRlVecEnv(BatonEnv(inv.task))
     runner = BatonRunner(env, inv.agent, log_dir=run_dir, device=device, distributed=ctx, verbose=top.verbose)
     if distilling and ckpt is None:
         runner.load_teacher(inv.agent.teacher.checkpoint)
+    if finetune is not None and ckpt is None:
+        critic = runner.init_from_student(finetune.student_checkpoint, finetune.teacher_checkpoint)
+        print(f"[batonlab] fine-tuning the student of {finetune.student_checkpoint} with "
+              f"{inv.agent.algorithm.class_name} (actor groups {inv.agent.obs_groups['actor']}); critic: "
+              + (f"the teacher's ({finetune.teacher_checkpoint})" if critic else "fresh (the teacher's does not fit or is gone)"))
     if is_main and run_dir is not None:
         for stale in checkpoint.remove_stale_temporaries(run_dir):
             print(f"[batonlab] removed {stale.name}, left by a save that never finished")

@@ -56,3 +56,19 @@ def restore_distillation_cfg(cfg: RunnerCfg, state: dict) -> bool:
                              obs_normalization=bool(saved["obs_normalization"]))
     cfg.obs_groups = {**cfg.obs_groups, "student": list(state["student_obs_groups"])}
     return True
+
+
+def restore_actor_cfg(cfg: RunnerCfg, state: dict) -> bool:
+    """Set `cfg`'s actor (groups, widths, activation, normalisation) to an RL checkpoint's `actor_cfg`.
+
+    Returns:
+        Whether `state` holds one (checkpoints written before it, and distillations, do not).
+    """
+    saved = state.get("actor_cfg")
+    if saved is None:
+        return False
+    cfg.obs_groups = {**cfg.obs_groups, "actor": list(saved["obs_groups"])}
+    cfg.policy.actor_hidden_dims = tuple(int(d) for d in saved["hidden_dims"])
+    cfg.policy.activation = str(saved["activation"])
+    cfg.policy.obs_normalization = bool(saved["obs_normalization"])
+    return True

@@ -99,6 +99,8 @@ class BatonRunner:
         self.total_env_steps = 0
         self.last_checkpoint: Path | None = None
         """The checkpoint this runner saved last."""
+        self.finetuned_from: str | None = None
+        """The distillation checkpoint whose student started this RL run's actor (`init_from_student`), if any."""
         self.stop_requested = False
         """Set by `request_stop`; `learn` then returns early with a checkpoint of the last iteration."""
         self._writer = None
@@ -269,7 +271,8 @@ class BatonRunner:
     def state_dict(self) -> dict:
         """Everything a resumed run needs: models (with normaliser statistics), optimizer, curriculum;
         for a constrained algorithm also the cost critic and the multipliers; for Distillation the
-        student, the teacher, and what rebuilds them (`teacher_cfg`, `student_obs_groups`)."""
+        student, the teacher, and what rebuilds them (`teacher_cfg`, `student_obs_groups`); for RL what
+        rebuilds the actor (`actor_cfg`: a fine-tuned student reads other groups than the task's default)."""
         state = self.alg.save()
         state.update(
             version=checkpoint.CHECKPOINT_VERSION,
@@ -281,6 +284,12 @@ class BatonRunner:
         if self.distillation:
             state.update(teacher_cfg=dataclasses.asdict(self.cfg.teacher),
                          student_obs_groups=list(self.train_cfg["obs_groups"]["student"]))
+        else:
+            policy = self.cfg.policy
+            state["finetuned_from"] = self.finetuned_from
+            state["actor_cfg"] = {"obs_groups": list(self.train_cfg["obs_groups"]["actor"]),
+                                  "hidden_dims": list(policy.actor_hidden_dims), "activation": policy.activation,
+                                  "obs_normalization": policy.obs_normalization}
         return state
 
     def save(self, path: str | Path) -> Path:
@@ -335,6 +344,8 @@ class BatonRunner:
         self.total_env_steps = int(state["total_env_steps"])
         if self.distillation:
             self.alg.num_updates = self.iteration  # DAgger's β continues its fall
+        else:
+            self.finetuned_from = state.get("finetuned_from")
         # Resuming restores every curriculum; playing or exporting may run a task that drops some.
         self.env.load_training_state(state, strict=load_optimizer)
 
@@ -356,6 +367,38 @@ class BatonRunner:
                                              "checkpoint); a teacher is the actor of an RL run")
         _check_shapes(path, "teacher", state["actor_state_dict"], self.alg.save()["teacher_state_dict"])
         self.alg.load(state, {"teacher": True}, strict=True)
+
+    def init_from_student(self, student_path: str | Path, critic_path: str | Path | None = None) -> bool:
+        """Start an RL run's actor from a distillation checkpoint's student (weights, normaliser, std), and
+        its critic from an RL checkpoint's critic when one is given and fits.
+
+        Returns:
+            Whether the critic was taken from `critic_path` (False: it stays freshly initialised).
+
+        Raises:
+            CheckpointError: A distillation runner; the student file is not a distillation checkpoint, or
+                its student does not fit this actor.
+        """
+        if self.distillation:
+            raise checkpoint.CheckpointError("a fine-tune starts an RL actor from a student; this runner distils")
+        state = checkpoint.load(student_path, map_location=self.device)
+        checkpoint.check_batonlab(state, student_path, what="student checkpoint")
+        if state.get("algorithm") != "Distillation":
+            raise checkpoint.CheckpointError(f"{student_path} is a {state.get('algorithm', 'PPO')} checkpoint, not "
+                                             "a distillation's: it has no student")
+        current = self.alg.save()
+        _check_shapes(student_path, "actor", state["student_state_dict"], current["actor_state_dict"])
+        self.alg.actor.load_state_dict(state["student_state_dict"], strict=True)
+        self.finetuned_from = str(student_path)
+        if critic_path is None:
+            return False
+        teacher = checkpoint.load(critic_path, map_location=self.device)
+        saved = teacher.get("critic_state_dict", {})
+        fits = set(saved) == set(current["critic_state_dict"]) and all(
+            tuple(saved[k].shape) == tuple(v.shape) for k, v in current["critic_state_dict"].items())
+        if fits:
+            self.alg.critic.load_state_dict(saved, strict=True)
+        return fits
 
     def inference_policy(self):
         """The deterministic actor (mean action), or Distillation's student, in eval mode."""

@@ -200,11 +200,11 @@ def test_schedule_term_follows_its_deadline_in_control_steps_and_resumes_it(tmp_
         env.step(hold_action(env))
     log = schedule(env, env.all_env_ids[:1])
     assert env.privilege_manager.level == pytest.approx(0.6) and log["ceiling"] == pytest.approx(0.6)
-    state = schedule.state_dict()
+    state = RslRlVecEnv(env).training_state()
     fresh = BatonEnv(cfg)
     resumed = fresh.curriculum_manager.terms["privilege"]
-    resumed.load_state_dict(state)
-    assert resumed.steps == 4 and fresh.privilege_manager.level == pytest.approx(0.6)
+    RslRlVecEnv(fresh).load_training_state(state, strict=True)
+    assert fresh.common_step_counter == 4 and fresh.privilege_manager.level == pytest.approx(0.6)
     for _ in range(6):
         fresh.step(hold_action(fresh))
     fresh.extras["success"] = torch.zeros(4, dtype=torch.bool)

@@ -114,6 +114,49 @@ def test_distil_resume_play_export(teacher_run, tmp_path, capsys):
     env.close()
 
 
+def test_finetune_starts_ppo_from_the_student_and_the_teachers_critic(teacher_run, tmp_path, capsys):
+    """`finetune=` a distillation run: a PPO run at λ = 0 whose actor is the student (groups, weights,
+    normaliser, its rollout std) and whose critic is the teacher's; it trains, plays and resumes."""
+    student_root, tuned_root = tmp_path / "student", tmp_path / "tuned"
+    assert main(["train", "task=arm_lift", DISTIL, "max_iterations=2", f"log_root={student_root}",
+                 f"teacher={teacher_run}", *TINY]) == 0
+    student_run = _only_run(student_root)
+    capsys.readouterr()
+    assert main(["train", "task=arm_lift", "max_iterations=1", f"log_root={tuned_root}", f"finetune={student_run}",
+                 "agent.algorithm.learning_rate=1e-12", "agent.algorithm.num_learning_epochs=1", *TINY]) == 0
+    out = capsys.readouterr().out
+    assert "fine-tuning the student at λ = 0 (privileges off, curriculum ['privilege'] dropped)" in out
+    assert f"critic: the teacher's ({teacher_run / 'model_2.pt'})" in out
+    tuned_run = _only_run(tuned_root)
+    student = checkpoint.load(student_run / "model_2.pt")["student_state_dict"]
+    tuned = checkpoint.load(tuned_run / "model_1.pt")
+    teacher = checkpoint.load(teacher_run / "model_2.pt")
+    assert tuned["algorithm"] == "PPO"
+    assert tuned["actor_state_dict"].keys() == student.keys()
+    for name in ("mlp.0.weight", "distribution.std_param"):  # a learning rate of 1e-12 leaves the start
+        torch.testing.assert_close(tuned["actor_state_dict"][name], student[name], atol=1e-6, rtol=0)
+    assert float(tuned["actor_state_dict"]["distribution.std_param"].mean()) == pytest.approx(0.1, abs=1e-4)
+    torch.testing.assert_close(tuned["critic_state_dict"]["mlp.0.weight"], teacher["critic_state_dict"]["mlp.0.weight"],
+                               atol=1e-6, rtol=0)
+    saved = yaml.safe_load((tuned_run / "config.yaml").read_text())
+    assert saved["agent"]["obs_groups"]["actor"] == ["policy"] and saved["env"]["privilege_level"] == 0.0
+    assert main(["export", f"run_dir={tuned_run}", f"export.out_dir={tmp_path / 'export'}", "progress=false"]) == 0
+    capsys.readouterr()
+    assert main(["train", "task=arm_lift", "resume=true", f"run_dir={tuned_run}", "max_iterations=2", *TINY]) == 0
+    assert "fine-tuning the student at λ = 0" in capsys.readouterr().out  # a resume stays without help
+    resumed = checkpoint.load(tuned_run / "model_2.pt")
+    assert resumed["finetuned_from"] == str(student_run / "model_2.pt") and "privilege" not in resumed.get("curriculum", {})
+    for args, message in [
+        ([f"finetune={teacher_run}"], "is not a distillation run (its algorithm is PPO)"),
+        ([f"finetune={tmp_path / 'nope'}"], "no such run folder or checkpoint"),
+        ([f"finetune={student_run}", DISTIL, f"teacher={teacher_run}"], "use agent.algorithm.class_name=PPO"),
+    ]:
+        assert main(["train", "task=arm_lift", f"log_root={tmp_path / 'new'}", "max_iterations=1", *TINY, *args]) == 2
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1, (args, err)
+    assert not (tmp_path / "new").exists()
+
+
 def test_one_line_errors(teacher_run, tmp_path, capsys):
     # A teacher of another task, and one trained on other observations (its checkpoint does not fit).
     reach_root, narrow_root = tmp_path / "reach", tmp_path / "narrow"

@@ -1,0 +1,70 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""`finetune=RUN_DIR`: PPO fine-tuning of a distilled student at λ = 0.
+
+Imitation leaves a gap where the student cannot see what the teacher acted on (exact object state,
+contacts); rewards close it. The actor is the student of a distillation run of the same task (its
+observation groups, widths, normaliser and weights, and its rollout noise as the starting std);
+the critic is the teacher's when the teacher's checkpoint is still there and its critic fits this
+run's, else a fresh one. A resumed fine-tune is an RL run like any other (`resume=true`): its
+checkpoint rebuilds the actor, and `finetune=` is not read again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from batonlab.cli.common import CliError, Invocation, find_checkpoint
+from batonlab.rl import checkpoint
+
+
+@dataclass
+class FinetuneStart:
+    """Where a fine-tune's weights come from."""
+
+    student_checkpoint: Path
+    """The distillation checkpoint whose student becomes the actor."""
+    teacher_checkpoint: Path | None
+    """The teacher's RL checkpoint whose critic starts this run's, if it is still there."""
+
+
+def resolve_finetune(inv: Invocation) -> FinetuneStart:
+    """Set `inv.agent`'s actor to the student of `finetune=` (groups, widths, activation, normalisation).
+
+    Raises:
+        CliError: No such folder, no config.yaml, a run of another task, not a distillation run,
+            a distillation algorithm for this run, or no readable checkpoint.
+    """
+    top = inv.top
+    path = Path(top.finetune)
+    if inv.agent.algorithm.is_distillation:
+        raise CliError(f"finetune={path} fine-tunes a student with rewards: use agent.algorithm.class_name=PPO "
+                       "(or P3O, PPOLagrangian), not Distillation")
+    if not path.exists():
+        raise CliError(f"finetune={path}: no such run folder or checkpoint")
+    run_dir = path.parent if path.is_file() else path
+    config = run_dir / "config.yaml"
+    if not config.is_file():
+        raise CliError(f"finetune={path}: {run_dir} has no config.yaml (not a batonlab training run folder)")
+    saved = yaml.safe_load(config.read_text()) or {}
+    if saved.get("task_name") != inv.task_name:
+        raise CliError(f"finetune={path} is a run of task {saved.get('task_name')!r}, this run trains "
+                       f"{inv.task_name!r}: fine-tune a student of the same task")
+    agent = saved.get("agent") or {}
+    if (agent.get("algorithm") or {}).get("class_name") != "Distillation":
+        raise CliError(f"finetune={path} is not a distillation run (its algorithm is "
+                       f"{(agent.get('algorithm') or {}).get('class_name', 'PPO')}); fine-tune the student of "
+                       "agent.algorithm.class_name=Distillation teacher=RUN_DIR")
+    student_checkpoint = find_checkpoint(dataclasses.replace(top, checkpoint=str(path) if path.is_file() else None,
+                                                             run_dir=None), run_dir)
+    state = checkpoint.load(student_checkpoint)
+    policy = agent.get("policy") or {}
+    inv.agent.obs_groups = {**inv.agent.obs_groups, "actor": list(state["student_obs_groups"])}
+    inv.agent.policy.actor_hidden_dims = tuple(int(d) for d in policy["actor_hidden_dims"])
+    inv.agent.policy.activation = str(policy["activation"])
+    inv.agent.policy.obs_normalization = bool(policy["obs_normalization"])
+    teacher = Path(state["teacher_cfg"]["checkpoint"])
+    return FinetuneStart(student_checkpoint, teacher if teacher.is_file() else None)
