@@ -1,21 +1,26 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Privileged training vs. plain training on a contact-rich task, at equal env steps, judged at λ = 0.
+"""Teachers, their students and plain training of the grasping tasks, all judged at λ = 0.
 
-    python bench/privileged.py [--task arm_push_grasp] [--num-envs 512] [--iterations 300] [--seeds 0]
-                               [--variants privileged plain] [--eval-episodes 64] [--out bench_results/privileged]
+    python bench/privileged.py [--tasks arm_lift arm_push_grasp arm_door] [--seeds 0 1 2] [--num-envs 512]
+                               [--variants teacher student finetune plain] [--teacher-iterations N]
+                               [--distill-iterations 150] [--finetune-iterations 200] [--eval-episodes 64]
+                               [--out bench_results/privileged]
 
-Variants, each trained from scratch on the same seeds, envs and iterations:
-- `privileged`: the task's defaults: privileges on (λ = 1 at the start) and the privilege schedule;
-- `plain`: the same task with λ = 0 throughout (no virtual forces, all contacts on, no schedule);
-- `force_actions`: privileges given as extra policy outputs (`VirtualForceAction` on the object)
-  instead of the attraction rule, with the same contact relaxations and schedule.
-Every policy is then tested at λ = 0 on the same play episodes. The table gives the success rate,
-how high the object got in hand, the fraction of steps the tool point spent parked at the object
-(its centre within the object's largest half size + 5 cm) without the object lifted 2 cm, and the final λ of the training. A video of the first test episodes of each
-variant is written next to `results.json`.
-
-The published finding this checks: without privileges the policy stalls, its gripper parked on the
-object without lifting it; with privileges and the schedule it lifts the object at λ = 0.
+Per task and seed, in this order (the later variants start from the earlier ones' runs):
+- `teacher`: the task's defaults: privileges on (λ = 1 at the start), the privilege schedule taking λ
+  to 0 by its deadline, actor and critic reading the privileged group; `--teacher-iterations`
+  (default: the task's own budget);
+- `student`: DAgger distillation of the teacher (`agent.algorithm.class_name=Distillation`, β = 0.5
+  falling to 0 over the first half) onto the deployable `policy` group, at λ = 0;
+- `finetune`: PPO fine-tuning of that student at λ = 0 (`finetune=`), critic from the teacher;
+- `plain`: the task from scratch with λ = 0 throughout (no help, no schedule), the teacher's iterations;
+- `force_actions`: the teacher with its attraction rule replaced by policy-driven virtual forces
+  (`VirtualForceAction` on the object), the same schedule and iterations.
+Every policy is tested at λ = 0 on the same play episodes. The table gives the success rate, the
+final λ of the training, for object tasks how high the object got in hand and the fraction of steps
+the tool point spent parked at the object (its centre within the object's largest half size + 5 cm)
+without the object lifted 2 cm, and the training time. A video of the first test episodes of each
+variant and `results.json` (rewritten after every variant) are written to `--out`.
 """
 
 from __future__ import annotations
@@ -38,13 +43,14 @@ from batonlab.rl.evaluate import evaluate
 from batonlab.sim.render import write_mp4
 from batonlab.tasks import make_task_cfg
 
-VARIANTS = ("privileged", "plain", "force_actions")
+VARIANTS = ("teacher", "student", "finetune", "plain", "force_actions")
 PARK_MARGIN = 0.05
 """The tool point is parked at the object within the object's largest half size plus this [m]."""
 
 
 @dataclass
 class VariantResult:
+    task: str
     name: str
     seed: int
     env_steps: int
@@ -54,16 +60,18 @@ class VariantResult:
     """Success rate of the last training iteration (at the training's λ)."""
     success: float
     """Success rate at λ = 0 on the test episodes."""
-    max_lift_in_hand: float
-    """Mean over test episodes of the highest lift of the object while in hand [m]."""
-    parked_fraction: float
-    """Fraction of test steps with the tool parked at the object and the object not lifted 2 cm."""
+    run_dir: str
+    """The training run (`bench/sim_to_sim.py RUN_DIR` takes it)."""
+    max_lift_in_hand: float = float("nan")
+    """Mean over test episodes of the highest lift of the object while in hand [m] (object tasks)."""
+    parked_fraction: float = float("nan")
+    """Fraction of test steps with the tool parked at the object and the object not lifted 2 cm (object tasks)."""
     levels: list[float] = field(default_factory=list)
     """λ after every training iteration."""
 
 
 def apply_variant(cfg, variant: str) -> None:
-    """Edit a task config into `variant` (`privileged` is the task as it is)."""
+    """Edit a task config into `variant` (the others train the task as it is)."""
     if variant == "plain":
         cfg.privilege_level = 0.0
         cfg.curriculum.pop("privilege", None)
@@ -72,10 +80,23 @@ def apply_variant(cfg, variant: str) -> None:
         cfg.actions["virtual_force"] = ActionTermCfg(cls=VirtualForceAction, joints=(), params={"body": "object", "max_force": 6.0})
 
 
-def train(task: str, variant: str, seed: int, num_envs: int, iterations: int, log_root: Path):
-    """Train one variant from scratch with `batonlab train`'s entry (a run folder under `log_root`)."""
-    inv = build_invocation([f"task={task}", f"seed={seed}", f"env.num_envs={num_envs}", f"max_iterations={iterations}",
-                            f"log_root={log_root}", "eval_episodes=0"])
+def variant_overrides(variant: str, runs: dict[str, Path], distill: int, finetune: int) -> list[str]:
+    """`batonlab train` overrides of a variant that starts from an earlier variant's run."""
+    if variant == "student":
+        return ["agent.algorithm.class_name=Distillation", f"teacher={runs['teacher']}", f"max_iterations={distill}",
+                "agent.algorithm.distillation.teacher_action_prob=0.5",
+                f"agent.algorithm.distillation.teacher_action_iterations={max(1, distill // 2)}"]
+    if variant == "finetune":
+        return [f"finetune={runs['student']}", f"max_iterations={finetune}"]
+    return []
+
+
+def train(task: str, variant: str, seed: int, num_envs: int, iterations: int | None, log_root: Path,
+          extra: list[str]):
+    """Train one variant with `batonlab train`'s entry (a run folder under `log_root`)."""
+    budget = [f"max_iterations={iterations}"] if iterations is not None and not extra else []
+    inv = build_invocation([f"task={task}", f"seed={seed}", f"env.num_envs={num_envs}", *budget, *extra,
+                            f"log_root={log_root / variant}", "eval_episodes=0", "progress=false"])
     apply_variant(inv.task, variant)
     levels: list[float] = []
 
@@ -95,70 +116,86 @@ def test(task: str, variant: str, policy, seed: int, episodes: int, video: Path 
     play = make_task_cfg(task, play=True)
     cfg.privilege_level, cfg.curriculum, cfg.observations = 0.0, {}, play.observations
     env = BatonEnv(cfg)
-    event = env.event_manager.terms["object"]
-    reach = float(event.nominal_half.max()) + PARK_MARGIN
-    in_hand = cfg.success.params["radius"]
-    best_lift = torch.zeros(episodes)
-    parked, steps = torch.zeros(()), torch.zeros(())
-    counting = torch.ones(episodes, dtype=torch.bool)
+    event = env.event_manager.terms.get("object")
+    scores: dict[str, float] = {}
+    measure = None
+    if event is not None:
+        reach = float(event.nominal_half.max()) + PARK_MARGIN
+        in_hand = cfg.success.params["radius"]
+        best_lift = torch.zeros(episodes)
+        parked, steps = torch.zeros(()), torch.zeros(())
+        counting = torch.ones(episodes, dtype=torch.bool)
 
-    def measure(env, obs, actions, done) -> None:
-        nonlocal parked, steps
-        if done is None:
-            return
-        distance = (env.sim.sensor("ee_pos_w") - body_pos(env, "object")).norm(dim=1)
-        lift = body_pos(env, "object")[:, 2] - event.half_height
-        held = distance < in_hand
-        best_lift[counting & held] = torch.maximum(best_lift, lift)[counting & held]
-        parked += (counting & (distance < reach) & (lift < 0.02)).sum()
-        steps += counting.sum()
-        counting.logical_and_(~done)
+        def measure(env, obs, actions, done) -> None:
+            nonlocal parked, steps
+            if done is None:
+                return
+            distance = (env.sim.sensor("ee_pos_w") - body_pos(env, "object")).norm(dim=1)
+            lift = body_pos(env, "object")[:, 2] - event.half_height
+            held = distance < in_hand
+            best_lift[counting & held] = torch.maximum(best_lift, lift)[counting & held]
+            parked += (counting & (distance < reach) & (lift < 0.02)).sum()
+            steps += counting.sum()
+            counting.logical_and_(~done)
 
     video_ids = (0, 1, 2, 3) if video is not None else ()
     result = evaluate(env, policy, video_env_ids=video_ids, video_size=(240, 320), progress=False, step_callback=measure)
     if video is not None and result.frames:
         write_mp4(str(video), result.frames, fps=1.0 / env.step_dt)
     env.close()
-    return {"success": result.success_rate, "max_lift_in_hand": float(best_lift.clamp_min(0).mean()),
-            "parked_fraction": float(parked / steps.clamp_min(1))}
+    if event is not None:
+        scores = {"max_lift_in_hand": float(best_lift.clamp_min(0).mean()),
+                  "parked_fraction": float(parked / steps.clamp_min(1))}
+    return {"success": result.success_rate, **scores}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--task", default="arm_push_grasp")
+    parser.add_argument("--tasks", nargs="+", default=["arm_lift", "arm_push_grasp", "arm_door"])
     parser.add_argument("--num-envs", type=int, default=512)
-    parser.add_argument("--iterations", type=int, default=300)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
-    parser.add_argument("--variants", nargs="+", default=["privileged", "plain"], choices=VARIANTS)
+    parser.add_argument("--teacher-iterations", type=int, default=None, help="default: each task's own budget")
+    parser.add_argument("--distill-iterations", type=int, default=150)
+    parser.add_argument("--finetune-iterations", type=int, default=200)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--variants", nargs="+", default=["teacher", "student", "finetune", "plain"], choices=VARIANTS)
     parser.add_argument("--eval-episodes", type=int, default=64)
     parser.add_argument("--out", type=Path, default=Path("bench_results/privileged"))
     parser.add_argument("--no-video", action="store_true")
     args = parser.parse_args()
+    needs = {"student": "teacher", "finetune": "student"}
+    for variant, earlier in needs.items():
+        if variant in args.variants and earlier not in args.variants:
+            parser.error(f"--variants {variant} starts from {earlier}: list {earlier} too")
     args.out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("MUJOCO_GL", "egl")
 
     results: list[VariantResult] = []
-    for seed in args.seeds:
-        for variant in args.variants:
-            print(f"[privileged] training {args.task} / {variant}, seed {seed}: {args.num_envs} envs × "
-                  f"{args.iterations} iterations")
-            trained, levels = train(args.task, variant, seed, args.num_envs, args.iterations, args.out / "logs")
-            video = None if args.no_video else args.out / f"{args.task}_{variant}_seed{seed}.mp4"
-            scores = test(args.task, variant, trained.policy, seed, args.eval_episodes, video)
-            results.append(VariantResult(variant, seed, trained.env_steps, trained.wall_s,
-                                         levels[-1] if levels else float("nan"),
-                                         trained.stats.get("Episode/success_rate", float("nan")), levels=levels,
-                                         **scores))
-            print(f"[privileged] {variant}: success at λ=0 {scores['success']:.2f}, final λ {results[-1].final_level:.2f}")
+    for task in args.tasks:
+        for seed in args.seeds:
+            runs: dict[str, Path] = {}
+            for variant in [v for v in VARIANTS if v in args.variants]:
+                extra = variant_overrides(variant, runs, args.distill_iterations, args.finetune_iterations)
+                print(f"[privileged] {task} / {variant}, seed {seed}: {args.num_envs} envs", flush=True)
+                trained, levels = train(task, variant, seed, args.num_envs, args.teacher_iterations, args.out / "logs",
+                                        extra)
+                runs[variant] = trained.run_dir
+                video = None if args.no_video else args.out / f"{task}_{variant}_seed{seed}.mp4"
+                scores = test(task, variant, trained.policy, seed, args.eval_episodes, video)
+                results.append(VariantResult(task, variant, seed, trained.env_steps, trained.wall_s,
+                                             levels[-1] if levels else float("nan"),
+                                             trained.stats.get("Episode/success_rate", float("nan")),
+                                             run_dir=str(trained.run_dir), levels=levels, **scores))
+                print(f"[privileged] {task} / {variant}: success at λ=0 {scores['success']:.2f}, final λ "
+                      f"{results[-1].final_level:.2f}, {trained.wall_s / 60:.1f} min", flush=True)
+                (args.out / "results.json").write_text(json.dumps([asdict(r) for r in results], indent=1))
 
-    print(f"\n{args.task}: each variant {results[0].env_steps / 1e6:.2f}M env steps, tested at λ = 0 on "
-          f"{args.eval_episodes} episodes\n")
-    print(f"{'variant':14s} {'seed':>4s} {'final λ':>8s} {'train succ':>10s} {'succ λ=0':>9s} {'lift in hand':>12s} "
-          f"{'parked':>7s} {'train min':>9s}")
+    print(f"\nTested at λ = 0 on {args.eval_episodes} episodes; {args.num_envs} envs\n")
+    print(f"{'task':15s} {'variant':14s} {'seed':>4s} {'M steps':>7s} {'final λ':>8s} {'train succ':>10s} "
+          f"{'succ λ=0':>9s} {'lift':>6s} {'parked':>7s} {'min':>5s}")
     for r in results:
-        print(f"{r.name:14s} {r.seed:4d} {r.final_level:8.2f} {r.train_success:10.2f} {r.success:9.2f} "
-              f"{r.max_lift_in_hand:12.3f} {r.parked_fraction:7.2f} {r.train_time_s / 60:9.1f}")
-    (args.out / "results.json").write_text(json.dumps([asdict(r) for r in results], indent=1))
+        print(f"{r.task:15s} {r.name:14s} {r.seed:4d} {r.env_steps / 1e6:7.2f} {r.final_level:8.2f} "
+              f"{r.train_success:10.2f} {r.success:9.2f} {r.max_lift_in_hand:6.3f} {r.parked_fraction:7.2f} "
+              f"{r.train_time_s / 60:5.1f}")
     print(f"\n[privileged] results: {args.out / 'results.json'}")
 
 

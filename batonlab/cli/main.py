@@ -15,7 +15,8 @@ USAGE = """usage: batonlab <command> [key=value ...]
 commands:
   list                     registered tasks
   train task=NAME          train with rsl-rl PPO (resume=true continues the latest run; a student with
-                           agent.algorithm.class_name=Distillation teacher=RUN_DIR)
+                           agent.algorithm.class_name=Distillation teacher=RUN_DIR; finetune=STUDENT_RUN
+                           fine-tunes that student with PPO at λ = 0)
   play task=NAME           evaluate a checkpoint: success rate over play.num_episodes, and an MP4
   export task=NAME         write policy.onnx + manifest.json for deployment
   deploy [--sim] PATH      check an export; --sim runs it sim-to-sim over ROS 2 (PATH: export, checkpoint or run)
@@ -33,6 +34,7 @@ examples:
   batonlab play task=arm_reach play.num_episodes=200
   batonlab export task=arm_reach
   batonlab train task=arm_lift agent.algorithm.class_name=Distillation teacher=logs/arm_lift/<time>
+  batonlab train task=arm_lift finetune=logs/arm_lift/<student time> max_iterations=200
   batonlab play task=arm_reach record=bags/          # also: --record bags/
   batonlab replay bags/arm_reach_<time>_ep000 --report report/
 """
