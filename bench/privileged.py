@@ -15,7 +15,10 @@ Per task and seed, in this order (the later variants start from the earlier ones
 - `finetune`: PPO fine-tuning of that student at λ = 0 (`finetune=`), critic from the teacher;
 - `plain`: the task from scratch with λ = 0 throughout (no help, no schedule), the teacher's iterations;
 - `force_actions`: the teacher with its attraction rule replaced by policy-driven virtual forces
-  (`VirtualForceAction` on the object), the same schedule and iterations.
+  (`VirtualForceAction` on the object), the same schedule and iterations;
+- `deployable`: the teacher's training (privileges, schedule, iterations) with an actor that reads only
+  the deployable `policy` group (an asymmetric actor–critic: the critic still reads the privileged
+  group); its policy deploys as it is, with no distillation.
 Every policy is tested at λ = 0 on the same play episodes. The table gives the success rate, the
 final λ of the training, for object tasks how high the object got in hand and the fraction of steps
 the tool point spent parked at the object (its centre within the object's largest half size + 5 cm)
@@ -43,7 +46,7 @@ from batonlab.rl.evaluate import evaluate
 from batonlab.sim.render import write_mp4
 from batonlab.tasks import make_task_cfg
 
-VARIANTS = ("teacher", "student", "finetune", "plain", "force_actions")
+VARIANTS = ("teacher", "student", "finetune", "plain", "force_actions", "deployable")
 PARK_MARGIN = 0.05
 """The tool point is parked at the object within the object's largest half size plus this [m]."""
 
@@ -88,13 +91,15 @@ def variant_overrides(variant: str, runs: dict[str, Path], distill: int, finetun
                 f"agent.algorithm.distillation.teacher_action_iterations={max(1, distill // 2)}"]
     if variant == "finetune":
         return [f"finetune={runs['student']}", f"max_iterations={finetune}"]
+    if variant == "deployable":
+        return ["agent.obs_groups.actor=[policy]"]
     return []
 
 
 def train(task: str, variant: str, seed: int, num_envs: int, iterations: int | None, log_root: Path,
           extra: list[str]):
     """Train one variant with `batonlab train`'s entry (a run folder under `log_root`)."""
-    budget = [f"max_iterations={iterations}"] if iterations is not None and not extra else []
+    budget = [f"max_iterations={iterations}"] if iterations is not None and variant not in ("student", "finetune") else []
     inv = build_invocation([f"task={task}", f"seed={seed}", f"env.num_envs={num_envs}", *budget, *extra,
                             f"log_root={log_root / variant}", "eval_episodes=0", "progress=false"])
     apply_variant(inv.task, variant)
