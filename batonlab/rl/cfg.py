@@ -160,6 +160,9 @@ class RunnerCfg:
     algorithm: AlgorithmCfg = field(default_factory=AlgorithmCfg)
     teacher: TeacherCfg = field(default_factory=TeacherCfg)
     """Distillation's teacher; the other algorithms ignore it."""
+    critic_warmup_iterations: int = 0
+    """Iterations at the start of a run in which only the critic learns and the actor is held (RL only):
+    a fine-tuned student is not moved by the advantages of a critic that has not yet seen it act."""
     learner_threads: int = 0
     """torch threads of the update on a CPU learner (0: one per CPU core). On the CPU the rollout runs
     torch on one thread, which leaves the cores to the physics threads; the update has them to itself."""

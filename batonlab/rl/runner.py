@@ -176,8 +176,16 @@ class BatonRunner:
             cost_limits = self.env.cost_limits()
             if self.constrained:
                 self.alg.set_cost_limits(cost_limits)
+            holding = not self.distillation and self.iteration < self.cfg.critic_warmup_iterations
+            if not self.distillation:
+                self._hold_actor(holding)
+            learning_rate = self.alg.learning_rate
             with torch_threads(update_threads):
                 losses = self.alg.update()
+            if holding:  # a held actor moves no KL: the adaptive schedule must not raise the step meanwhile
+                self.alg.learning_rate = learning_rate
+                for group in self.alg.optimizer.param_groups:
+                    group["lr"] = learning_rate
             learn_time = time.perf_counter() - start
 
             self.iteration += 1
@@ -207,6 +215,11 @@ class BatonRunner:
         if self._writer is not None:
             self._writer.flush()
         return stats
+
+    def _hold_actor(self, hold: bool) -> None:
+        """Exclude the actor's parameters from the update (`critic_warmup_iterations`), or include them again."""
+        for parameter in self.alg.actor.parameters():
+            parameter.requires_grad_(not hold)
 
     def _thread_counts(self) -> tuple[int, int]:
         """torch threads of the rollout and of the update: on a CPU learner 1 and `cfg.learner_threads`

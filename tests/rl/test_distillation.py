@@ -157,6 +157,24 @@ def test_finetune_starts_ppo_from_the_student_and_the_teachers_critic(teacher_ru
     assert not (tmp_path / "new").exists()
 
 
+def test_critic_warmup_holds_the_actor_and_its_learning_rate():
+    """During `critic_warmup_iterations` only the critic learns; the adaptive schedule does not raise the
+    step meanwhile (a held actor has KL 0); after it the actor learns."""
+    torch.manual_seed(0)
+    agent = make_agent_cfg("arm_lift")
+    agent.num_steps_per_env, agent.critic_warmup_iterations = 8, 2
+    runner = BatonRunner(RslRlVecEnv(_env(32)), agent)
+    actor = {k: v.detach().clone() for k, v in runner.alg.actor.named_parameters()}  # the normaliser's statistics move
+    critic = {k: v.clone() for k, v in runner.alg.critic.state_dict().items()}
+    runner.learn(2, progress=False)
+    for name, value in runner.alg.actor.named_parameters():
+        torch.testing.assert_close(value.detach(), actor[name], rtol=0, atol=0)
+    assert not torch.equal(runner.alg.critic.state_dict()["mlp.0.weight"], critic["mlp.0.weight"])
+    assert runner.alg.learning_rate == agent.algorithm.learning_rate
+    runner.learn(3, progress=False)
+    assert not torch.equal(runner.alg.actor.state_dict()["mlp.0.weight"], actor["mlp.0.weight"])
+
+
 def test_one_line_errors(teacher_run, tmp_path, capsys):
     # A teacher of another task, and one trained on other observations (its checkpoint does not fit).
     reach_root, narrow_root = tmp_path / "reach", tmp_path / "narrow"
