@@ -12,7 +12,8 @@ Per task and seed, in this order (the later variants start from the earlier ones
   (default: the task's own budget);
 - `student`: DAgger distillation of the teacher (`agent.algorithm.class_name=Distillation`, β = 0.5
   falling to 0 over the first half) onto the deployable `policy` group, at λ = 0;
-- `finetune`: PPO fine-tuning of that student at λ = 0 (`finetune=`), critic from the teacher;
+- `finetune`: PPO fine-tuning of that student at λ = 0 (`finetune=`), critic from the teacher, the actor
+  held for the first 20 iterations while the critic learns the student's returns;
 - `plain`: the task from scratch with λ = 0 throughout (no help, no schedule), the teacher's iterations;
 - `force_actions`: the teacher with its attraction rule replaced by policy-driven virtual forces
   (`VirtualForceAction` on the object), the same schedule and iterations;
@@ -90,7 +91,7 @@ def variant_overrides(variant: str, runs: dict[str, Path], distill: int, finetun
                 "agent.algorithm.distillation.teacher_action_prob=0.5",
                 f"agent.algorithm.distillation.teacher_action_iterations={max(1, distill // 2)}"]
     if variant == "finetune":
-        return [f"finetune={runs['student']}", f"max_iterations={finetune}"]
+        return [f"finetune={runs['student']}", f"max_iterations={finetune}", "agent.critic_warmup_iterations=20"]
     if variant == "deployable":
         return ["agent.obs_groups.actor=[policy]"]
     return []
