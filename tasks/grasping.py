@@ -4,10 +4,12 @@ with the gripper, the privilege schedule, the play variant and the teacher's tra
 
 from __future__ import annotations
 
+import dataclasses
+
 from batonlab.actions import JointPositionAction
 from batonlab.curricula.privilege import PrivilegeSchedule
 from batonlab import events, observations
-from batonlab.env.cfg import ActionTermCfg, CurriculumTermCfg, EventTermCfg, ObsTermCfg, SimCfg, TaskCfg
+from batonlab.env.cfg import ActionTermCfg, CurriculumTermCfg, EventTermCfg, ObsGroupCfg, ObsTermCfg, SimCfg, TaskCfg
 from batonlab.rl.cfg import RunnerCfg
 from batonlab.robots.arm6 import ARM_JOINTS, GRIPPER_JOINT
 from batonlab.tasks.agents import ROLLOUT_STEPS, ppo_agent_cfg
@@ -34,6 +36,10 @@ def arm_policy_terms(joints: tuple[str, ...]) -> dict[str, ObsTermCfg]:
     }
 
 
+STUDENT_HISTORY = 3
+"""Frames (the current and the latest past ones) of every deployable term in the `student` group (contact leaves its trace in how the
+gripper and the object pose move over a few steps)."""
+
 FADE_FRACTION = 0.6
 """Fraction of a grasping task's training iterations by which its privileges are gone (the rest trains at λ = 0)."""
 
@@ -43,7 +49,14 @@ def grasping_task_cfg(play: bool, iterations: int, **fields) -> TaskCfg:
     to 0 by `FADE_FRACTION` of its `iterations`; `fields` are the task's own (`TaskCfg` keywords); `play`: `as_play`."""
     cfg = TaskCfg(sim=SimCfg(physics_dt=0.005, decimation=4), num_envs=1024, actions=arm_and_gripper_actions(),
                   privilege_level=1.0, curriculum=privilege_schedule(iterations), **fields)
+    cfg.observations["student"] = history_group(cfg.observations["policy"], STUDENT_HISTORY)
     return as_play(cfg) if play else cfg
+
+
+def history_group(group: ObsGroupCfg, frames: int) -> ObsGroupCfg:
+    """A copy of a deployable group stacking `frames` frames of every term (a history student's inputs)."""
+    terms = {name: dataclasses.replace(term, history_length=frames) for name, term in group.terms.items()}
+    return dataclasses.replace(group, terms=terms)
 
 
 def initial_arm_pose(position_range: tuple[float, float]) -> EventTermCfg:
@@ -70,7 +83,8 @@ def as_play(cfg: TaskCfg) -> TaskCfg:
 
 
 def teacher_agent_cfg(experiment_name: str, max_iterations: int, gamma: float) -> RunnerCfg:
-    """PPO whose actor and critic read the deployable and the privileged groups (the teacher)."""
+    """PPO whose actor and critic read the deployable and the privileged groups (the teacher); a distilled
+    student reads `policy` (`agent.obs_groups.student=[student]`: the history group)."""
     groups = ["policy", "privileged"]
     return ppo_agent_cfg(experiment_name, max_iterations, hidden_dims=(256, 128, 64),
-                         obs_groups={"actor": list(groups), "critic": list(groups)}, gamma=gamma)
+                         obs_groups={"actor": list(groups), "critic": list(groups), "student": ["policy"]}, gamma=gamma)

@@ -211,7 +211,8 @@ def to_rsl_rl_dict(cfg: RunnerCfg, multi_gpu: dict | None = None, num_costs: int
                               cost_critic_cfg={k: v for k, v in critic.items() if k != "class_name"})
     return {
         **common,
-        "obs_groups": {k: list(v) for k, v in cfg.obs_groups.items()},
+        # The student's groups are Distillation's; an RL run's models are the actor and the critic.
+        "obs_groups": {k: list(v) for k, v in cfg.obs_groups.items() if k != "student"},
         "algorithm": algorithm_dict,
         "actor": {
             "class_name": "MLPModel",
