@@ -11,7 +11,8 @@ Per task and seed, in this order (the later variants start from the earlier ones
   to 0 by its deadline, actor and critic reading the privileged group; `--teacher-iterations`
   (default: the task's own budget);
 - `student`: DAgger distillation of the teacher (`agent.algorithm.class_name=Distillation`, β = 0.5
-  falling to 0 over the first half) onto the deployable `policy` group, at λ = 0;
+  falling to 0 over the first half) onto the deployable `student` group (the `policy` terms with 3
+  frames of history), at λ = 0;
 - `finetune`: PPO fine-tuning of that student at λ = 0 (`finetune=`), critic from the teacher, the actor
   held for the first 20 iterations while the critic learns the student's returns;
 - `plain`: the task from scratch with λ = 0 throughout (no help, no schedule), the teacher's iterations;
@@ -88,6 +89,7 @@ def variant_overrides(variant: str, runs: dict[str, Path], distill: int, finetun
     """`batonlab train` overrides of a variant that starts from an earlier variant's run."""
     if variant == "student":
         return ["agent.algorithm.class_name=Distillation", f"teacher={runs['teacher']}", f"max_iterations={distill}",
+                "agent.obs_groups.student=[student]",
                 "agent.algorithm.distillation.teacher_action_prob=0.5",
                 f"agent.algorithm.distillation.teacher_action_iterations={max(1, distill // 2)}"]
     if variant == "finetune":
