@@ -64,7 +64,8 @@ class JointAction(ActionTerm):
 
 
 class JointPositionAction(JointAction):
-    """Position targets for PD servos: `target = default_pos + scale * action` [rad or m]."""
+    """Position targets for PD servos: `target = default_pos + scale * action` [rad or m], optionally kept
+    inside the robot's command filter (`ActionTermCfg.max_target_rate`)."""
 
     action_type = "joint_position"
 
@@ -72,6 +73,52 @@ class JointPositionAction(JointAction):
         super().__init__(env, cfg)
         if cfg.use_default_offset:
             self.offset = env.scene.default_qpos[self.qpos_adr].clone().to(env.device)
+        self.limited = cfg.max_target_rate is not None
+        if not self.limited:
+            return
+        if not cfg.max_target_rate > 0.0:
+            raise ValueError(f"max_target_rate={cfg.max_target_rate} must be > 0 [rad/s or m/s] (or None)")
+        self.env = env
+        self.max_step = float(cfg.max_target_rate) * env.step_dt
+        kp, kd = env.scene.actuator_gains(self.actuator_ids.cpu())
+        self.kp = torch.as_tensor(kp, dtype=torch.float32, device=env.device).clamp_min(1e-9)
+        self.kd = torch.as_tensor(kd, dtype=torch.float32, device=env.device)
+        self.torque = torch.as_tensor(env.scene.actuator_force_limits(self.actuator_ids.cpu()), dtype=torch.float32,
+                                      device=env.device)
+        self.previous_targets = torch.zeros(env.num_envs, self.action_dim, device=env.device)
+        """The last executed targets (num_envs, action_dim); at a reset, the joints' positions."""
+
+    def process(self, actions: torch.Tensor) -> None:
+        """Store the raw actions and compute the targets (num_envs, action_dim), filtered as on the robot."""
+        super().process(actions)
+        if not self.limited:
+            return
+        q = self.env.sim.qpos.index_select(1, self.qpos_adr)
+        qd = self.env.sim.qvel.index_select(1, self.dof_adr)
+        targets = torch.maximum(torch.minimum(self.processed_actions, self.ctrl_high), self.ctrl_low)  # as the robot's
+        targets = command_filter_targets(targets, self.previous_targets, q, qd, self.kp, self.kd,  # post-processing
+                                         self.torque, self.ctrl_low, self.ctrl_high, self.max_step)
+        self.processed_actions[:] = targets
+        self.previous_targets[:] = targets
+
+    def reset(self, env_ids: torch.Tensor) -> None:
+        """Zero the raw actions; the filter's previous targets become the joints' reset positions."""
+        super().reset(env_ids)
+        if self.limited:
+            q = self.env.sim.qpos.index_select(1, self.qpos_adr).index_select(0, env_ids)
+            self.previous_targets.index_copy_(0, env_ids, torch.maximum(torch.minimum(q, self.ctrl_high), self.ctrl_low))
+
+
+def command_filter_targets(targets: torch.Tensor, previous: torch.Tensor, q: torch.Tensor, qd: torch.Tensor,
+                           kp: torch.Tensor, kd: torch.Tensor, torque: torch.Tensor, low: torch.Tensor,
+                           high: torch.Tensor, max_step: float) -> torch.Tensor:
+    """The robot's position-command rule, batched (the torch twin of `batonlab.deploy.safety.SafetyFilter`'s
+    run-state limit): targets kept where `kp·(target − q) − kd·q̇` is within ±torque, then within `max_step`
+    of the previous targets and inside [low, high]. Tensors (num_envs, n) or (n,), in joint units."""
+    targets = torch.clamp(targets, q + (-torque + kd * qd) / kp, q + (torque + kd * qd) / kp)
+    window_low = torch.maximum(low, previous - max_step)
+    window_high = torch.minimum(high, previous + max_step)
+    return torch.minimum(torch.maximum(targets, window_low), window_high)
 
 
 class JointVelocityAction(JointAction):

@@ -18,11 +18,16 @@ JOINTS = (*ARM_JOINTS, GRIPPER_JOINT)
 """The joints the grasping policies observe and drive."""
 
 
+ARM_TARGET_RATE = 3.0
+"""The arm's targets move at most this fast in training [rad/s]: the robot's rate limit (policy_node's default
+`max_joint_velocity`), so that the deployed policy is never throttled beyond what it trained with."""
+
+
 def arm_and_gripper_actions() -> dict[str, ActionTermCfg]:
-    """Arm joint positions (scale 0.5 rad) and the gripper: zero action holds it half open (home: 0.02 m
-    per finger); ±1 opens or closes it fully."""
+    """Arm joint positions (scale 0.5 rad, under the robot's command filter at `ARM_TARGET_RATE`) and the gripper:
+    zero action holds it half open (home: 0.02 m per finger); ±1 opens or closes it fully."""
     return {
-        "arm": ActionTermCfg(cls=JointPositionAction, joints=ARM_JOINTS, scale=0.5),
+        "arm": ActionTermCfg(cls=JointPositionAction, joints=ARM_JOINTS, scale=0.5, max_target_rate=ARM_TARGET_RATE),
         "gripper": ActionTermCfg(cls=JointPositionAction, joints=(GRIPPER_JOINT,), scale=0.02),
     }
 

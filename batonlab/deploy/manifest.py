@@ -180,6 +180,12 @@ class Manifest:
         return np.array([s for a in self.actions for s in a.scale], dtype=np.float64)
 
     @property
+    def max_target_rate(self) -> np.ndarray:
+        """(num_joints,) the rate training limited each joint's target to, inf where it did not [rad/s or m/s]."""
+        return np.array([a.max_target_rate if a.max_target_rate is not None and a.type == "joint_position" else np.inf
+                         for a in self.actions for _ in a.joints], dtype=np.float64)
+
+    @property
     def action_offset(self) -> np.ndarray:
         """(num_joints,) target offset per joint: the default position for `use_default_offset` terms, else 0."""
         return np.array([self.default_joint_pos[j] if a.use_default_offset else 0.0 for a in self.actions for j in a.joints],

@@ -7,6 +7,7 @@ the field; `parse_manifest` puts the file in front.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -147,26 +148,37 @@ class ActionTerm:
     """Range of the raw action before scaling (None: unclipped)."""
     use_default_offset: bool
     """Targets are relative to the default pose (position terms), else to zero."""
+    max_target_rate: float | None = None
+    """Position terms trained under the command filter: targets moved at most this fast [rad/s or m/s], after
+    the PD torque window (the safety filter's run-state rule); None: trained without it."""
 
     def __post_init__(self):
         if self.type not in ACTION_TYPES:
             raise ManifestError(f"action term '{self.name}': type '{self.type}' is not supported; known types: {list(ACTION_TYPES)}")
         if len(self.scale) != len(self.joints):
             raise ManifestError(f"action term '{self.name}' has {len(self.scale)} scales for {len(self.joints)} joints")
+        if self.max_target_rate is not None and not (math.isfinite(self.max_target_rate) and self.max_target_rate > 0):
+            raise ManifestError(f"action term '{self.name}': max_target_rate {self.max_target_rate} must be a finite "
+                                "number > 0 [rad/s or m/s] or null")
 
     def to_json(self) -> dict[str, Any]:
         """The action term as a JSON object."""
         return {"name": self.name, "type": self.type, "joints": list(self.joints), "scale": list(self.scale),
-                "clip": list(self.clip) if self.clip is not None else None, "use_default_offset": self.use_default_offset}
+                "clip": list(self.clip) if self.clip is not None else None, "use_default_offset": self.use_default_offset,
+                "max_target_rate": self.max_target_rate}
 
     @classmethod
     def from_json(cls, data: dict, label: str) -> ActionTerm:
-        """The action term of the JSON object at `label`."""
+        """The action term of the JSON object at `label` (`max_target_rate` may be absent: exports before it)."""
+        rate = data.get("max_target_rate")
+        if rate is not None and (isinstance(rate, bool) or not isinstance(rate, (int, float))):
+            raise ManifestError(f"field '{label}.max_target_rate' should be a number or null, got {rate!r}")
         return cls(name=required(data, label, "name", str), type=required(data, label, "type", str),
                    joints=tuple(required(data, label, "joints", list)),
                    scale=numbers(required(data, label, "scale", list), f"{label}.scale"),
                    clip=clip_range(data.get("clip"), f"{label}.clip"),
-                   use_default_offset=required(data, label, "use_default_offset", bool))
+                   use_default_offset=required(data, label, "use_default_offset", bool),
+                   max_target_rate=None if rate is None else float(rate))
 
 
 RENAMED_OBS_FUNCS: dict[str, str] = {

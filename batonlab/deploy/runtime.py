@@ -137,7 +137,8 @@ class DeployRuntime:
                         np.concatenate([manifest.torque_limits, held.torque_limits]),
                         np.concatenate([manifest.kp, held.kp]), np.concatenate([manifest.kd, held.kd]),
                         vel_low=np.where(is_vel, ctrl[:, 0], -np.inf), vel_high=np.where(is_vel, ctrl[:, 1], np.inf),
-                        names=self.joint_names),
+                        names=self.joint_names,
+                        max_rate=np.concatenate([manifest.max_target_rate, np.full(len(held.names), np.inf)])),
             self.dt, on_transition=on_transition)
         self.inputs = RobotInputs(joint_pos=self.joint_states.position, joint_vel=self.joint_states.velocity, vectors={},
                                   last_action=np.zeros(manifest.action_dim, dtype=np.float32))
@@ -154,6 +155,12 @@ class DeployRuntime:
         self.tick = 0
         self._estop_heartbeat: float | None = None
         """Arrival of the last estop=false (heartbeat mode) [s]."""
+
+    def throttled_joints(self) -> dict[str, float]:
+        """Joints whose trained target rate (manifest `max_target_rate`) exceeds `SafetyCfg.max_joint_velocity`: name → trained rate."""
+        trained = self.manifest.max_target_rate
+        return {name: float(rate) for name, rate in zip(self.manifest.joint_names, trained)
+                if np.isfinite(rate) and rate > self.safety_cfg.max_joint_velocity}
 
     # Properties.
 

@@ -122,6 +122,9 @@ class JointLimits:
     vel_high: np.ndarray | None = None
     names: tuple[str, ...] = ()
     """Joint names, to place `SafetyCfg.stop_pose`; empty: a crouch moves no joint."""
+    max_rate: np.ndarray | None = None
+    """Position joints: the target rate limit the policy was trained under (manifest `max_target_rate`), inf
+    where none [rad/s or m/s]; the filter applies the lower of it and `SafetyCfg.max_joint_velocity`."""
 
 
 @dataclass(frozen=True)
@@ -156,8 +159,10 @@ class SafetyFilter:
         self.torque = limits.torque * cfg.torque_limit_scale
         self.hold_torque = limits.torque * cfg.stop_hold_torque_scale
         self.kp, self.kd = limits.kp, limits.kd
-        self.max_step = cfg.max_joint_velocity * dt
         n = len(limits.kinds)
+        trained_rate = limits.max_rate if limits.max_rate is not None else np.full(n, np.inf)
+        self.max_step = np.minimum(cfg.max_joint_velocity, trained_rate) * dt
+        """(n,) per-step move of position targets: the robot's rate limit, or the one trained under where lower."""
         speed = cfg.max_velocity_command if cfg.max_velocity_command is not None else np.inf
         vel_low = limits.vel_low if limits.vel_low is not None else np.full(n, -np.inf)
         vel_high = limits.vel_high if limits.vel_high is not None else np.full(n, np.inf)
@@ -306,14 +311,14 @@ class SafetyFilter:
         # The last stage: a window around the previous command (always inside the limits, so the
         # window is never empty) intersected with the limits: the rate limit and the joint limits of
         # position targets, the acceleration limit and the speed range of velocity targets.
-        cmd[pos] = self._within_step(cmd, pos, self.pos_low[pos], self.pos_high[pos], self.max_step)
+        cmd[pos] = self._within_step(cmd, pos, self.pos_low[pos], self.pos_high[pos], self.max_step[pos])
         vel = self.is_vel
         cmd[vel] = self._within_step(cmd, vel, self.vel_low[vel], self.vel_high[vel], self.max_speed_step)
         cmd[self.is_eff] = np.clip(cmd[self.is_eff], -torque[self.is_eff], torque[self.is_eff])
         return cmd
 
     def _within_step(self, cmd: np.ndarray, joints: np.ndarray, low: np.ndarray, high: np.ndarray,
-                     step: float) -> np.ndarray:
+                     step: float | np.ndarray) -> np.ndarray:
         """`cmd[joints]` inside [low, high] and at most `step` from the previous command."""
         prev = self.last_command
         if prev is not None:

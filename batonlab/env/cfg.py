@@ -132,6 +132,10 @@ class ActionTermCfg:
     """Add the default joint pose (position actions) so that zero action holds the default pose."""
     clip: tuple[float, float] | None = None
     """Clip the raw policy output before scaling."""
+    max_target_rate: float | None = None
+    """Position actions: train under the robot's command filter: each target is kept where the PD torque
+    stays inside the actuator's force limit, then moves at most this fast from the previous target [rad/s or
+    m/s] (written to the manifest; the robot applies the same rule). None: targets jump as the policy says."""
     params: dict[str, Any] = field(default_factory=dict)
     """Extra keyword arguments of terms that are not joint actions (e.g. `VirtualForceAction`'s body)."""
 

@@ -157,3 +157,9 @@ class Scene:
         """(kp, kd) of position actuators: MuJoCo's `gainprm[0]` and `-biasprm[2]`."""
         ids = actuator_ids.numpy()
         return self.model.actuator_gainprm[ids, 0].copy(), -self.model.actuator_biasprm[ids, 2].copy()
+
+    def actuator_force_limits(self, actuator_ids: torch.Tensor) -> np.ndarray:
+        """(n,) largest |force| each actuator may apply (its forcerange), inf where unlimited [N·m or N]."""
+        ids = actuator_ids.numpy()
+        limited = self.model.actuator_forcelimited[ids].astype(bool)
+        return np.where(limited, np.abs(self.model.actuator_forcerange[ids]).max(axis=1), np.inf)

@@ -91,10 +91,9 @@ def _servo_limits(env: BatonEnv, joints) -> tuple:
     joint_ids = env.scene.joint_ids(joints)
     actuator_ids = env.scene.actuator_for_joints(joints)
     kp, kd = env.scene.actuator_gains(actuator_ids)
-    act = actuator_ids.numpy()
-    forcerange = np.where(model.actuator_forcelimited[act, None].astype(bool), model.actuator_forcerange[act], [-np.inf, np.inf])
+    force = env.scene.actuator_force_limits(actuator_ids)
     joint_range = np.where(model.jnt_limited[joint_ids, None].astype(bool), model.jnt_range[joint_ids], [-np.inf, np.inf])
-    return (_pairs(joint_range), tuple(float(v) for v in np.abs(forcerange).max(axis=1)), tuple(float(v) for v in kp),
+    return (_pairs(joint_range), tuple(float(v) for v in force), tuple(float(v) for v in kp),
             tuple(float(v) for v in kd))
 
 
@@ -205,6 +204,7 @@ def _action_term(name: str, term, default_qpos: np.ndarray) -> ActionTerm:
         scale=tuple(float(s) for s in term.scale.cpu().tolist()),
         clip=tuple(map(float, term.cfg.clip)) if term.cfg.clip is not None else None,
         use_default_offset=use_default_offset,
+        max_target_rate=None if term.cfg.max_target_rate is None else float(term.cfg.max_target_rate),
     )
 
 

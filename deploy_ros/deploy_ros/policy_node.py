@@ -98,6 +98,12 @@ class PolicyNode(Node):
             + (f" to {stop.stop_pose} in {stop.stop_time_s:g} s" if stop.stop_behavior == "crouch" else "")
             + f"; e-stop {p['estop_mode']}"
         )
+        throttled = self.runtime.throttled_joints()
+        if throttled:
+            self.get_logger().warning(
+                f"max_joint_velocity {stop.max_joint_velocity:g} is below the target rate the policy was trained under "
+                f"({', '.join(f'{j} {r:g}' for j, r in throttled.items())} [rad/s or m/s]): its targets move slower "
+                "than in training")
         if manifest.joints.gravity_compensation:
             self.get_logger().warning("the policy was trained with gravity compensated by the joint servos "
                                       "(manifest joints.gravity_compensation): the robot's controllers must "
