@@ -4,7 +4,7 @@
     python bench/privileged.py [--tasks arm_lift arm_push_grasp arm_door] [--seeds 0 1 2] [--num-envs 512]
                                [--variants teacher student finetune plain] [--teacher-iterations N]
                                [--distill-iterations 150] [--finetune-iterations 200] [--eval-episodes 64]
-                               [--out bench_results/privileged]
+                               [--sim-to-sim 16] [--out bench_results/privileged]
 
 Per task and seed, in this order (the later variants start from the earlier ones' runs):
 - `teacher`: the task's defaults: privileges on (λ = 1 at the start), the privilege schedule taking λ
@@ -25,7 +25,9 @@ Every policy is tested at λ = 0 on the same play episodes. The table gives the 
 final λ of the training, for object tasks how high the object got in hand and the fraction of steps
 the tool point spent parked at the object (its centre within the object's largest half size + 5 cm)
 without the object lifted 2 cm, and the training time. A video of the first test episodes of each
-variant and `results.json` (rewritten after every variant) are written to `--out`.
+variant and `results.json` (rewritten after every variant) are written to `--out`. With `--sim-to-sim N`,
+every deployable variant (`student`, `finetune`, `deployable`) also runs over ROS 2 (`bench/sim_to_sim.py`:
+policy_node and sim_robot_node, lockstep) on N seeds, next to `play` on the same seeds.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -48,7 +51,14 @@ from batonlab.rl.evaluate import evaluate
 from batonlab.sim.render import write_mp4
 from batonlab.tasks import make_task_cfg
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sim_to_sim import compare_on_seeds  # noqa: E402
+
 VARIANTS = ("teacher", "student", "finetune", "plain", "force_actions", "deployable")
+DEPLOYABLE = ("student", "finetune", "deployable")
+"""Variants whose policy reads only what a robot gives it: these run over ROS 2 with `--sim-to-sim`."""
+SIM_TO_SIM_SEED = 1000
+"""First seed of the sim-to-sim episodes (`bench/sim_to_sim.py`'s default)."""
 PARK_MARGIN = 0.05
 """The tool point is parked at the object within the object's largest half size plus this [m]."""
 
@@ -73,6 +83,10 @@ class VariantResult:
     """Fraction of test steps with the tool parked at the object and the object not lifted 2 cm (object tasks)."""
     levels: list[float] = field(default_factory=list)
     """λ after every training iteration."""
+    play_seeds_success: float = float("nan")
+    """`--sim-to-sim`: success of `play` on the sim-to-sim seeds."""
+    ros_success: float = float("nan")
+    """`--sim-to-sim`: success over ROS 2 on those seeds."""
 
 
 def apply_variant(cfg, variant: str) -> None:
@@ -169,6 +183,8 @@ def main() -> None:
     parser.add_argument("--eval-episodes", type=int, default=64)
     parser.add_argument("--out", type=Path, default=Path("bench_results/privileged"))
     parser.add_argument("--no-video", action="store_true")
+    parser.add_argument("--sim-to-sim", type=int, default=0, metavar="N",
+                        help="episodes over ROS 2 per deployable variant (0: none)")
     args = parser.parse_args()
     needs = {"student": "teacher", "finetune": "student"}
     for variant, earlier in needs.items():
@@ -189,21 +205,27 @@ def main() -> None:
                 runs[variant] = trained.run_dir
                 video = None if args.no_video else args.out / f"{task}_{variant}_seed{seed}.mp4"
                 scores = test(task, variant, trained.policy, seed, args.eval_episodes, video)
+                if args.sim_to_sim and variant in DEPLOYABLE:
+                    play, ros, _ = compare_on_seeds(Path(trained.run_dir), task, SIM_TO_SIM_SEED, args.sim_to_sim,
+                                                    domain_id=61, log=lambda line: print(f"[privileged] {line}", flush=True))
+                    scores.update(play_seeds_success=float(play.successes.mean()), ros_success=float(ros.successes.mean()))
                 results.append(VariantResult(task, variant, seed, trained.env_steps, trained.wall_s,
                                              levels[-1] if levels else float("nan"),
                                              trained.stats.get("Episode/success_rate", float("nan")),
                                              run_dir=str(trained.run_dir), levels=levels, **scores))
                 print(f"[privileged] {task} / {variant}: success at λ=0 {scores['success']:.2f}, final λ "
-                      f"{results[-1].final_level:.2f}, {trained.wall_s / 60:.1f} min", flush=True)
+                      f"{results[-1].final_level:.2f}, {trained.wall_s / 60:.1f} min"
+                      + (f"; play {scores['play_seeds_success']:.2f} vs ROS 2 {scores['ros_success']:.2f} on "
+                         f"{args.sim_to_sim} seeds" if "ros_success" in scores else ""), flush=True)
                 (args.out / "results.json").write_text(json.dumps([asdict(r) for r in results], indent=1))
 
     print(f"\nTested at λ = 0 on {args.eval_episodes} episodes; {args.num_envs} envs\n")
     print(f"{'task':15s} {'variant':14s} {'seed':>4s} {'M steps':>7s} {'final λ':>8s} {'train succ':>10s} "
-          f"{'succ λ=0':>9s} {'lift':>6s} {'parked':>7s} {'min':>5s}")
+          f"{'succ λ=0':>9s} {'lift':>6s} {'parked':>7s} {'min':>5s} {'play/ROS 2':>11s}")
     for r in results:
         print(f"{r.task:15s} {r.name:14s} {r.seed:4d} {r.env_steps / 1e6:7.2f} {r.final_level:8.2f} "
               f"{r.train_success:10.2f} {r.success:9.2f} {r.max_lift_in_hand:6.3f} {r.parked_fraction:7.2f} "
-              f"{r.train_time_s / 60:5.1f}")
+              f"{r.train_time_s / 60:5.1f} {r.play_seeds_success:5.2f}/{r.ros_success:4.2f}")
     print(f"\n[privileged] results: {args.out / 'results.json'}")
 
 

@@ -66,6 +66,36 @@ def summarize(label: str, episodes: Episodes) -> str:
     return text
 
 
+def compare_on_seeds(run_dir: Path, task: str | None, seed: int, episodes: int, domain_id: int,
+                     real_time: bool = False, log=print) -> tuple[Episodes, Episodes, dict]:
+    """`play` and ROS 2 sim-to-sim of a run's newest checkpoint on seeds `seed`..`seed + episodes - 1`:
+    (play episodes, ROS 2 episodes, sim_robot_node's summary)."""
+    export_dir = resolve_export(run_dir.resolve(), task)
+    manifest = load_manifest(export_dir)
+    task = task or manifest.task
+    seeds = range(seed, seed + episodes)
+    fixed = fixed_fields(manifest)
+    policy, checkpoint = load_policy(run_dir.resolve(), task)
+    log(f"{task}: {checkpoint}; seeds {seeds.start}..{seeds.stop - 1}; fixed command fields {fixed}")
+
+    start = time.perf_counter()
+    play = play_on_seeds(task, policy, seeds, fixed)
+    log(f"play: {time.perf_counter() - start:.0f} s")
+
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as logs:
+        summary = run_sim_to_sim(export_dir, task, seed, episodes, domain_id, log_dir=Path(logs),
+                                 timeout_s=120.0 + 3.0 * episodes * 30.0, lockstep=not real_time)
+    done = summary["episodes"]
+    errors = [e.get("mean_speed_error") for e in done]
+    ros = Episodes(np.array([e["success"] for e in done]), np.array([e["length"] for e in done]),
+                   np.array([e["terminated"] for e in done]),
+                   np.array(errors, dtype=float) if errors and errors[0] is not None else None)
+    log(f"ROS 2 sim-to-sim ({'real time' if real_time else 'lockstep'}): {time.perf_counter() - start:.0f} s; "
+        f"{describe_command_delays(summary)}")
+    return play, ros, summary
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir", type=Path, help="training run folder (logs/<task>/<time>)")
@@ -77,30 +107,8 @@ def main() -> int:
     args = parser.parse_args()
     torch.set_num_threads(1)
 
-    export_dir = resolve_export(args.run_dir.resolve(), args.task)
-    manifest = load_manifest(export_dir)
-    task = args.task or manifest.task
-    seeds = range(args.seed, args.seed + args.episodes)
-    fixed = fixed_fields(manifest)
-    policy, checkpoint = load_policy(args.run_dir.resolve(), task)
-    print(f"{task}: {checkpoint}; seeds {seeds.start}..{seeds.stop - 1}; fixed command fields {fixed}", flush=True)
-
-    start = time.perf_counter()
-    play = play_on_seeds(task, policy, seeds, fixed)
-    print(f"play: {time.perf_counter() - start:.0f} s", flush=True)
-
-    start = time.perf_counter()
-    with tempfile.TemporaryDirectory() as logs:
-        summary = run_sim_to_sim(export_dir, task, args.seed, args.episodes, args.domain_id, log_dir=Path(logs),
-                                 timeout_s=120.0 + 3.0 * args.episodes * 30.0, lockstep=not args.real_time)
-    episodes = summary["episodes"]
-    errors = [e.get("mean_speed_error") for e in episodes]
-    ros = Episodes(np.array([e["success"] for e in episodes]), np.array([e["length"] for e in episodes]),
-                   np.array([e["terminated"] for e in episodes]),
-                   np.array(errors, dtype=float) if errors and errors[0] is not None else None)
-    print(f"ROS 2 sim-to-sim ({'real time' if args.real_time else 'lockstep'}): {time.perf_counter() - start:.0f} s; "
-          f"{describe_command_delays(summary)}", flush=True)
-
+    play, ros, _ = compare_on_seeds(args.run_dir, args.task, args.seed, args.episodes, args.domain_id, args.real_time,
+                                    log=lambda line: print(line, flush=True))
     print(summarize("play", play))
     print(summarize("ROS 2", ros))
     print(f"lengths play  {play.lengths.tolist()}")
