@@ -8,9 +8,10 @@ table top's front edge (x = 0.55 m, within reach) or with the box pivoted up. Th
 `arm_lift`'s (reach, lift in hand, success), with "in hand" widened to the box's half length and
 requiring both finger pads on it.
 
-Privileges (λ = 1 at the start, lowered by `PrivilegeSchedule`): a virtual force pulls the box toward
-the tool point and carries its weight while both finger pads touch it; the gripper passes through
-the table; the box slides on a slippery table. The published finding this task reproduces
+Privileges (λ = 1 at the start, lowered by `PrivilegeSchedule`): the box starts λ · 13 cm closer to the
+table's edge (`HeadStart`: at λ = 1 it already overhangs, at λ = 0 it must be pushed there); a virtual
+force pulls the box toward the tool point and carries its weight while both finger pads touch it; the
+gripper passes through the table; the box slides on a slippery table. The published finding this task reproduces
 (`bench/privileged.py`): without privileges the policy parks the gripper on the box and never lifts it.
 """
 
@@ -19,7 +20,7 @@ from __future__ import annotations
 import mujoco
 
 from batonlab.env.cfg import PrivilegeTermCfg, SceneCfg, TaskCfg
-from batonlab.privileges import RelaxedContacts
+from batonlab.privileges import HeadStart, RelaxedContacts
 from batonlab.rl.cfg import RunnerCfg
 from batonlab.robots.arm6 import home_pose
 from batonlab.tasks import register
@@ -36,6 +37,10 @@ TABLE_EDGE_X = 0.55
 
 PAD_CONTACTS = tuple(pad_contact_sensor(pad, "object") for pad in FINGER_PADS)
 """Contact counts of the finger pads with the box: both non-zero is a grasp."""
+
+HEAD_START = 0.13
+"""At λ = 1 the box starts this much closer to the edge [m]: from x ∈ (0.3, 0.4) to (0.43, 0.5), overhanging
+it by up to ~9 cm with its centre of mass 5 cm or more over the table."""
 
 ITERATIONS = 600
 """The teacher's training budget; λ is 0 by 60 % of it."""
@@ -74,6 +79,8 @@ def make_arm_push_grasp_cfg(play: bool = False) -> TaskCfg:
                                        mass_range=(0.1, 0.3), friction_range=(0.5, 1.0))
     cfg.privileges["attraction"].params["touch_sensors"] = PAD_CONTACTS  # carry its weight while pinched
     cfg.observations["privileged"].terms["contacts"].params["sensors"] = PAD_CONTACTS
+    cfg.privileges["head_start"] = PrivilegeTermCfg(
+        func=HeadStart, params={"body": "object", "shift": (HEAD_START, 0.0), "max_x": TABLE_EDGE_X - 0.05})
     cfg.privileges["slippery_table"] = PrivilegeTermCfg(
         func=RelaxedContacts, params={"pairs": ("object_table",), "threshold": 0.25, "mode": "soften",
                                       "friction_scale": 0.2, "timeconst_scale": 1.0})

@@ -257,3 +257,19 @@ def test_level_is_logged_when_envs_reset():
     env.episode_length_buf[:] = env.max_episode_length - 1
     *_, extras = env.step(hold_action(env))
     assert extras["log"]["Privilege/level"] == 0.5
+
+
+def test_head_start_moves_the_objects_start_toward_the_edge_by_the_level():
+    starts = {}
+    for level in (1.0, 0.5, 0.0):
+        cfg = make_task_cfg("arm_push_grasp")
+        cfg.num_envs, cfg.privilege_level, cfg.curriculum, cfg.seed = 64, level, {}, 3
+        env = BatonEnv(cfg)
+        starts[level] = body_pos(env, "object")[:, 0].clone()
+        env.close()
+    edge = make_task_cfg("arm_push_grasp").privileges["head_start"].params["max_x"]
+    assert (0.3 <= starts[0.0]).all() and (starts[0.0] <= 0.4).all(), "at λ = 0 the task's own start"
+    torch.testing.assert_close(starts[0.5], starts[0.0] + 0.065, atol=1e-3, rtol=0)  # the same draws, shifted
+    torch.testing.assert_close(starts[1.0], (starts[0.0] + 0.13).clamp(max=edge), atol=1e-3, rtol=0)
+    assert (starts[1.0] <= edge + 1e-3).all() and (starts[1.0] > 0.43 - 1e-3).all()
+
