@@ -6,7 +6,9 @@ contacts); rewards close it. The actor is the student of a distillation run of t
 observation groups, widths, normaliser and weights, and its rollout noise as the starting std);
 the critic is the teacher's when the teacher's checkpoint is still there and its critic fits this
 run's, else a fresh one. A resumed fine-tune is an RL run like any other (`resume=true`): its
-checkpoint rebuilds the actor, and `finetune=` is not read again.
+checkpoint rebuilds the actor, and `finetune=` is not read again. PPO's adaptive step starts at its floor
+(`FINETUNE_LEARNING_RATE`, unless `agent.algorithm.learning_rate` is given) and rises while the policy's KL
+stays below the target: Adam's first steps at a fresh run's 1e-3 moved a trained student far from itself.
 """
 
 from __future__ import annotations
@@ -19,6 +21,12 @@ import yaml
 
 from batonlab.cli.common import CliError, Invocation, find_checkpoint
 from batonlab.rl import checkpoint
+
+
+FINETUNE_LEARNING_RATE = 1e-5
+"""A fine-tune's first learning rate with the adaptive schedule (rsl-rl's floor; it grows ×1.5 per mini-batch
+while the KL is under half the target). Evidence: docs/PRIVILEGES.md (arm_lift: success 0.70 → 0.11 in the first
+actor update at 1e-3; no drop from 1e-5)."""
 
 
 @dataclass
@@ -66,5 +74,10 @@ def resolve_finetune(inv: Invocation) -> FinetuneStart:
     inv.agent.policy.actor_hidden_dims = tuple(int(d) for d in policy["actor_hidden_dims"])
     inv.agent.policy.activation = str(policy["activation"])
     inv.agent.policy.obs_normalization = bool(policy["obs_normalization"])
+    given = any(o.key_or_group == "agent.algorithm.learning_rate" for o in inv.task_overrides)
+    if inv.agent.algorithm.schedule == "adaptive" and not given:
+        inv.agent.algorithm.learning_rate = FINETUNE_LEARNING_RATE
+        print(f"[batonlab] fine-tune: the adaptive learning rate starts at {FINETUNE_LEARNING_RATE:g} "
+              "(set agent.algorithm.learning_rate=... to start elsewhere)")
     teacher = Path(state["teacher_cfg"]["checkpoint"])
     return FinetuneStart(student_checkpoint, teacher if teacher.is_file() else None)
