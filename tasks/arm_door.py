@@ -45,7 +45,7 @@ DOOR_POS = (0.58, 0.0, 0.0)
 """Nominal origin of the door (bottom centre of its opening) on the table [m, arm base frame]; the
 door faces the arm (turned by π), its hinge at y = -0.175, its handle at ~(0.52, 0.065, 0.25)."""
 
-ITERATIONS = 500
+ITERATIONS = 300
 """The teacher's training budget; λ is 0 by 60 % of it."""
 
 LATCH_THRESHOLD = 0.5
