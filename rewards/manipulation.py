@@ -71,6 +71,13 @@ def object_lifted(env, body: str, event: str, height: float, sensor: str, radius
     return (object_height(env, body, event) >= height) & object_in_hand(env, body, sensor, radius, touch_sensors)
 
 
+def object_pushed_to(env, body: str, x: float, std: float) -> torch.Tensor:
+    """`1 - tanh(shortfall / std)`, the shortfall of the object's centre behind `x` along the world x axis [m]
+    (0 once it is there): pays for pushing an object toward an edge."""
+    shortfall = (x - body_pos(env, body)[:, 0]).clamp(min=0.0)
+    return 1.0 - torch.tanh(shortfall / std)
+
+
 def object_below(env, body: str, z: float) -> torch.Tensor:
     """True where the object's centre is below `z` [m, world frame]: it fell off the table."""
     return body_pos(env, body)[:, 2] < z

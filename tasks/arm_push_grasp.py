@@ -6,7 +6,7 @@ The box is 24 × 16 × 4 cm (randomised down to 80 %): both sides of its top exc
 7.8 cm opening, so the only grasp is across its thickness, which needs an edge in the air: over the
 table top's front edge (x = 0.55 m, within reach) or with the box pivoted up. The reward is
 `arm_lift`'s (reach, lift in hand, success), with "in hand" widened to the box's half length and
-requiring both finger pads on it.
+requiring both finger pads on it, plus a push toward the edge (full once the box overhangs it by 5 cm).
 
 Privileges (λ = 1 at the start, lowered by `PrivilegeSchedule`): the box starts λ · 13 cm closer to the
 table's edge (`HeadStart`: at λ = 1 it already overhangs, at λ = 0 it must be pushed there); a virtual
@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import mujoco
 
-from batonlab.env.cfg import PrivilegeTermCfg, SceneCfg, TaskCfg
+from batonlab.env.cfg import PrivilegeTermCfg, RewardTermCfg, SceneCfg, TaskCfg
 from batonlab.privileges import HeadStart, RelaxedContacts
+from batonlab.rewards import manipulation
 from batonlab.rl.cfg import RunnerCfg
 from batonlab.robots.arm6 import home_pose
 from batonlab.tasks import register
@@ -41,6 +42,9 @@ PAD_CONTACTS = tuple(pad_contact_sensor(pad, "object") for pad in FINGER_PADS)
 HEAD_START = 0.13
 """At λ = 1 the box starts this much closer to the edge [m]: from x ∈ (0.3, 0.4) to (0.43, 0.5), overhanging
 it by up to ~9 cm with its centre of mass 5 cm or more over the table."""
+
+PUSH_GOAL_X = TABLE_EDGE_X - BOX_HALF[0] + 0.05
+"""The push reward is full once the box's centre is here [m, x]: the nominal box then overhangs the edge by 5 cm."""
 
 ITERATIONS = 600
 """The teacher's training budget; λ is 0 by 60 % of it."""
@@ -75,6 +79,8 @@ def make_arm_push_grasp_cfg(play: bool = False) -> TaskCfg:
     lift = {**cfg.success.params, "radius": IN_HAND_RADIUS, "touch_sensors": PAD_CONTACTS}
     for term in (cfg.rewards["lift"], cfg.rewards["lifted"], cfg.success):
         term.params = dict(lift)
+    cfg.rewards["push"] = RewardTermCfg(func=manipulation.object_pushed_to,
+                                        params={"body": "object", "x": PUSH_GOAL_X, "std": 0.1}, weight=2.0)
     cfg.events["object"].params.update(x_range=(0.3, 0.4), y_range=(-0.1, 0.1), yaw_range=(-0.3, 0.3),
                                        mass_range=(0.1, 0.3), friction_range=(0.5, 1.0))
     cfg.privileges["attraction"].params["touch_sensors"] = PAD_CONTACTS  # carry its weight while pinched
