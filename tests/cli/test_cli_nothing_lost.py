@@ -30,8 +30,11 @@ TINY = ["task=arm_reach", "env.num_envs=8", "agent.num_steps_per_env=8", "progre
 
 def _start(*args: str, cwd: Path) -> subprocess.Popen:
     env = {**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
+    # SIGINT's default restored: a shell's background job (`cmd &`) starts with it ignored, and Python then never raises
+    # KeyboardInterrupt, as a command typed in a terminal would.
     return subprocess.Popen([sys.executable, "-m", "batonlab.cli.main", *args], cwd=cwd, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def _signal_when(process: subprocess.Popen, appeared, signum: int, timeout_s: float = 120.0) -> Path:
