@@ -11,10 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+import yaml
 
 from batonlab.env.env import BatonEnv
+from batonlab.rl.cfg import RunnerCfg
+from batonlab.rl.distillation import teacher_cfg_from_run
 from batonlab.rl.evaluate import EvalResult, evaluate
-from batonlab.tasks import make_task_cfg
+from batonlab.tasks import make_agent_cfg, make_task_cfg
 
 
 @dataclass
@@ -28,6 +31,15 @@ class TrainedTeacher:
     privilege_level: float
     """λ during the whole training."""
     env_steps: int
+
+
+def distillation_agent(task: str, teacher_run: Path, checkpoint: Path) -> RunnerCfg:
+    """`task`'s agent set to distil the teacher of `teacher_run` from `checkpoint` (as `teacher=RUN_DIR` sets it)."""
+    saved = yaml.safe_load((teacher_run / "config.yaml").read_text())
+    agent = make_agent_cfg(task)
+    agent.algorithm.class_name = "Distillation"
+    agent.teacher = teacher_cfg_from_run(saved["agent"], checkpoint)
+    return agent
 
 
 @torch.inference_mode()

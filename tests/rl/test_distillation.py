@@ -20,11 +20,12 @@ from batonlab.cli.main import main
 from batonlab.deploy import load_manifest
 from batonlab.env.env import BatonEnv
 from batonlab.rl import checkpoint
-from batonlab.rl.distillation import restore_distillation_cfg, teacher_cfg_from_run
+from batonlab.rl.distillation import restore_distillation_cfg
 from batonlab.rl.runner import BatonRunner
 from batonlab.rl.vecenv import RslRlVecEnv
 from batonlab.tasks import make_agent_cfg
 from conftest import make_env
+from privileged_training import distillation_agent
 
 TINY = ["env.num_envs=32", "agent.num_steps_per_env=8", "progress=false", "eval_episodes=0"]
 DISTIL = "agent.algorithm.class_name=Distillation"
@@ -47,11 +48,8 @@ def teacher_run(tmp_path_factory) -> Path:
 
 def _teacher_agent(teacher_run: Path):
     """arm_lift's agent set to distil the teacher of `teacher_run` (as `teacher=RUN_DIR` sets it)."""
-    saved = yaml.safe_load((teacher_run / "config.yaml").read_text())
-    agent = make_agent_cfg("arm_lift")
+    agent = distillation_agent("arm_lift", teacher_run, teacher_run / "model_2.pt")
     agent.num_steps_per_env = 8
-    agent.algorithm.class_name = "Distillation"
-    agent.teacher = teacher_cfg_from_run(saved["agent"], teacher_run / "model_2.pt")
     return agent
 
 

@@ -6,14 +6,12 @@ distilled from it by DAgger (β-mixed rollouts, history observations) learns to 
 from __future__ import annotations
 
 import pytest
-import yaml
-from privileged_training import evaluate_at_level
+from privileged_training import distillation_agent, evaluate_at_level
 
 from batonlab.env.env import BatonEnv
-from batonlab.rl.distillation import teacher_cfg_from_run
 from batonlab.rl.runner import BatonRunner
 from batonlab.rl.vecenv import RslRlVecEnv
-from batonlab.tasks import make_agent_cfg, make_task_cfg
+from batonlab.tasks import make_task_cfg
 
 DISTILL_ITERATIONS = 30
 """DAgger updates of the student (256 envs × 24 steps each: 0.18M env steps)."""
@@ -35,10 +33,7 @@ def test_a_dagger_student_lifts_like_its_teacher(arm_lift_teacher):
     the teacher; at the teacher's λ it reaches most of the teacher's success."""
     cfg = make_task_cfg("arm_lift")
     cfg.num_envs, cfg.seed, cfg.privilege_level, cfg.curriculum = 256, 1, arm_lift_teacher.privilege_level, {}
-    saved = yaml.safe_load((arm_lift_teacher.run_dir / "config.yaml").read_text())
-    agent = make_agent_cfg("arm_lift")
-    agent.algorithm.class_name = "Distillation"
-    agent.teacher = teacher_cfg_from_run(saved["agent"], arm_lift_teacher.checkpoint)
+    agent = distillation_agent("arm_lift", arm_lift_teacher.run_dir, arm_lift_teacher.checkpoint)
     agent.obs_groups = {**agent.obs_groups, "student": ["student"]}
     agent.algorithm.distillation.teacher_action_prob = 0.5
     agent.algorithm.distillation.teacher_action_iterations = 10
