@@ -15,20 +15,21 @@ from batonlab.env.terms import PrivilegeTerm
 
 
 class HeadStart(PrivilegeTerm):
-    """Shift a free object's reset position by λ · `shift` (world frame), its centre kept below `max_x`.
+    """Shift a free object's reset position by λ · `shift` (world frame), its centre kept below `max_xy`.
 
     Args:
         body: The object (a free joint of the same name), placed by a reset event before this term runs.
         shift: (dx, dy) at λ = 1 [m].
-        max_x: The object's centre never starts beyond this x [m] (None: no bound), e.g. so that a box
-            overhanging a table's edge keeps its centre of mass over the table.
+        max_xy: The object's centre never starts beyond this (x, y) [m] (None: no bound on that axis), e.g. so
+            that a box overhanging a table's edge keeps its centre of mass over the table.
     """
 
-    def __init__(self, env, body: str, shift: tuple[float, float], max_x: float | None = None):
+    def __init__(self, env, body: str, shift: tuple[float, float],
+                 max_xy: tuple[float | None, float | None] = (None, None)):
         self.env = env
         self.qpos_adr, _ = env.scene.free_body_adr(body)
         self.shift = torch.tensor([float(v) for v in shift], device=env.device)
-        self.max_x = max_x
+        self.max_xy = tuple(max_xy)
 
     def reset(self, env_ids: torch.Tensor) -> None:
         """Envs that reset start λ · shift further along (their reset pose is edited before the backend reset)."""
@@ -37,7 +38,8 @@ class HeadStart(PrivilegeTerm):
             return
         rows = self.env.reset_qpos[env_ids]
         xy = rows[:, self.qpos_adr:self.qpos_adr + 2] + level * self.shift
-        if self.max_x is not None:
-            xy[:, 0] = xy[:, 0].clamp(max=self.max_x)
+        for axis, bound in enumerate(self.max_xy):
+            if bound is not None:
+                xy[:, axis] = xy[:, axis].clamp(max=bound)
         rows[:, self.qpos_adr:self.qpos_adr + 2] = xy
         self.env.reset_qpos[env_ids] = rows

@@ -71,10 +71,10 @@ def object_lifted(env, body: str, event: str, height: float, sensor: str, radius
     return (object_height(env, body, event) >= height) & object_in_hand(env, body, sensor, radius, touch_sensors)
 
 
-def object_pushed_to(env, body: str, x: float, std: float) -> torch.Tensor:
-    """`1 - tanh(shortfall / std)`, the shortfall of the object's centre behind `x` along the world x axis [m]
-    (0 once it is there): pays for pushing an object toward an edge."""
-    shortfall = (x - body_pos(env, body)[:, 0]).clamp(min=0.0)
+def object_pushed_to(env, body: str, goal: float, std: float, axis: int = 0) -> torch.Tensor:
+    """`1 - tanh(shortfall / std)`, the shortfall of the object's centre behind `goal` along world axis `axis`
+    (0: x, 1: y) [m] (0 once it is there): pays for pushing an object toward an edge."""
+    shortfall = (goal - body_pos(env, body)[:, axis]).clamp(min=0.0)
     return 1.0 - torch.tanh(shortfall / std)
 
 

@@ -1,18 +1,19 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""`arm_push_grasp`: a flat box lies on the table, too wide to grasp from above; the arm pushes it
-until it overhangs the table's front edge (or stands it on edge), grasps it between the finger pads and lifts it 10 cm.
+"""`arm_push_grasp`: a flat box lies on the table, too wide to grasp from above; the arm pushes it sideways
+until it overhangs the table's left edge, pinches the overhanging strip across its thickness and lifts it 10 cm.
 
-The box is 24 × 16 × 4 cm (randomised down to 80 %): both sides of its top exceed the gripper's
-7.8 cm opening, so the only grasp is across its thickness, which needs an edge in the air: over the
-table top's front edge (x = 0.55 m, within reach) or with the box pivoted up. The reward is
-`arm_lift`'s (reach, lift in hand, success), with "in hand" widened to the box's half length and
-requiring both finger pads on it, plus a push toward the edge (full once the box overhangs it by 5 cm).
+The box is 24 × 16 × 4 cm (randomised down to 90 %, 50-150 g): both sides of its top exceed the gripper's
+7.8 cm opening, so the only grasp is across its thickness, fingers one above and one below, which needs an
+edge in the air: the table's left edge (y = 0.2 m) beside the arm, reached with the tool pointing forward
+and the wrist rolled a quarter turn. The reward is `arm_lift`'s (reach, lift in hand, success), with "in hand"
+widened to the box's half length and requiring both finger pads on it, plus a push toward the edge (full
+once the box overhangs it by 6 cm, its centre still 2 cm over the table).
 
-Privileges (λ = 1 at the start, lowered by `PrivilegeSchedule`): the box starts λ · 13 cm closer to the
-table's edge (`HeadStart`: at λ = 1 it already overhangs, at λ = 0 it must be pushed there); a virtual
-force pulls the box toward the tool point and carries its weight while both finger pads touch it; the
-gripper passes through the table; the box slides on a slippery table. The published finding this task reproduces
-(`bench/privileged.py`): without privileges the policy parks the gripper on the box and never lifts it.
+Privileges (λ = 1 at the start, lowered by `PrivilegeSchedule`): the box starts λ · 23 cm closer to the
+edge (`HeadStart`: at λ = 1 it already overhangs, at λ = 0 it must be pushed there); a virtual force pulls
+the box toward the tool point and carries its weight while both finger pads touch it; the gripper passes
+through the table; the box slides on a slippery table. Why the edge is at the side, not in front, and the
+box light: docs/PRIVILEGES.md ("arm_push_grasp's geometry").
 """
 
 from __future__ import annotations
@@ -33,18 +34,19 @@ from batonlab.tasks.table_scene import (FINGER_PADS, add_box_object, add_gripper
 BOX_HALF = (0.12, 0.08, 0.02)
 """Nominal half sizes of the flat box [m]."""
 
-TABLE_EDGE_X = 0.55
-"""The table's front edge in this task [m]: the box must overhang it to be grasped."""
+TABLE_EDGE_Y = 0.2
+"""The table's left edge in this task [m, y]: the box must overhang it to be grasped."""
 
 PAD_CONTACTS = tuple(pad_contact_sensor(pad, "object") for pad in FINGER_PADS)
 """Contact counts of the finger pads with the box: both non-zero is a grasp."""
 
-HEAD_START = 0.13
-"""At λ = 1 the box starts this much closer to the edge [m]: from x ∈ (0.3, 0.4) to (0.43, 0.5), overhanging
-it by up to ~9 cm with its centre of mass 5 cm or more over the table."""
+PUSH_GOAL_Y = TABLE_EDGE_Y - 0.02
+"""The push reward is full once the box's centre is here [m, y]: 2 cm inside the edge, the nominal box
+overhanging it by 6 cm (the palm clears the table when the pads pinch at least 4 cm beyond the edge)."""
 
-PUSH_GOAL_X = TABLE_EDGE_X - BOX_HALF[0] + 0.05
-"""The push reward is full once the box's centre is here [m, x]: the nominal box then overhangs the edge by 5 cm."""
+HEAD_START = 0.23
+"""At λ = 1 the box starts this much closer to the edge [m, y], its centre at most at `PUSH_GOAL_Y`:
+from y ∈ (-0.05, 0.05) to the goal itself."""
 
 ITERATIONS = 600
 """The teacher's training budget; λ is 0 by 60 % of it."""
@@ -56,13 +58,13 @@ counted the distance alone learned to stand the box on edge and clamp it between
 
 
 def make_push_grasp_spec() -> mujoco.MjSpec:
-    """Arm6 on a shorter table (front edge at `TABLE_EDGE_X`), the flat box, switchable contacts."""
+    """Arm6 on a narrower table (left edge at `TABLE_EDGE_Y`), the flat box, switchable contacts."""
     spec = make_table_arm_spec()
     table = spec.geom("table")
-    back = table.pos[0] - table.size[0]
-    table.size = [(TABLE_EDGE_X - back) / 2, table.size[1], table.size[2]]
-    table.pos = [(TABLE_EDGE_X + back) / 2, table.pos[1], table.pos[2]]
-    add_box_object(spec, "object", BOX_HALF, mass=0.2, pos=(0.35, 0.0, BOX_HALF[2] + 0.001), friction=0.8,
+    right = table.pos[1] - table.size[1]
+    table.size = [table.size[0], (TABLE_EDGE_Y - right) / 2, table.size[2]]
+    table.pos = [table.pos[0], (TABLE_EDGE_Y + right) / 2, table.pos[2]]
+    add_box_object(spec, "object", BOX_HALF, mass=0.1, pos=(0.38, 0.0, BOX_HALF[2] + 0.001), friction=0.8,
                    rgba=(0.2, 0.45, 0.85, 1.0))
     add_gripper_table_pairs(spec)
     return spec
@@ -80,13 +82,13 @@ def make_arm_push_grasp_cfg(play: bool = False) -> TaskCfg:
     for term in (cfg.rewards["lift"], cfg.rewards["lifted"], cfg.success):
         term.params = dict(lift)
     cfg.rewards["push"] = RewardTermCfg(func=manipulation.object_pushed_to,
-                                        params={"body": "object", "x": PUSH_GOAL_X, "std": 0.1}, weight=2.0)
-    cfg.events["object"].params.update(x_range=(0.3, 0.4), y_range=(-0.1, 0.1), yaw_range=(-0.3, 0.3),
-                                       mass_range=(0.1, 0.3), friction_range=(0.5, 1.0))
+                                        params={"body": "object", "goal": PUSH_GOAL_Y, "std": 0.1, "axis": 1}, weight=2.0)
+    cfg.events["object"].params.update(x_range=(0.33, 0.43), y_range=(-0.05, 0.05), yaw_range=(-0.2, 0.2),
+                                       size_scale=(0.9, 1.0), mass_range=(0.05, 0.15), friction_range=(0.5, 1.0))
     cfg.privileges["attraction"].params["touch_sensors"] = PAD_CONTACTS  # carry its weight while pinched
     cfg.observations["privileged"].terms["contacts"].params["sensors"] = PAD_CONTACTS
     cfg.privileges["head_start"] = PrivilegeTermCfg(
-        func=HeadStart, params={"body": "object", "shift": (HEAD_START, 0.0), "max_x": TABLE_EDGE_X - 0.05})
+        func=HeadStart, params={"body": "object", "shift": (0.0, HEAD_START), "max_xy": (None, PUSH_GOAL_Y)})
     cfg.privileges["slippery_table"] = PrivilegeTermCfg(
         func=RelaxedContacts, params={"pairs": ("object_table",), "threshold": 0.25, "mode": "soften",
                                       "friction_scale": 0.2, "timeconst_scale": 1.0})

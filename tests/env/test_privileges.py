@@ -265,11 +265,14 @@ def test_head_start_moves_the_objects_start_toward_the_edge_by_the_level():
         cfg = make_task_cfg("arm_push_grasp")
         cfg.num_envs, cfg.privilege_level, cfg.curriculum, cfg.seed = 64, level, {}, 3
         env = BatonEnv(cfg)
-        starts[level] = body_pos(env, "object")[:, 0].clone()
+        starts[level] = body_pos(env, "object")[:, :2].clone()
         env.close()
-    edge = make_task_cfg("arm_push_grasp").privileges["head_start"].params["max_x"]
-    assert (0.3 <= starts[0.0]).all() and (starts[0.0] <= 0.4).all(), "at λ = 0 the task's own start"
-    torch.testing.assert_close(starts[0.5], starts[0.0] + 0.065, atol=1e-3, rtol=0)  # the same draws, shifted
-    torch.testing.assert_close(starts[1.0], (starts[0.0] + 0.13).clamp(max=edge), atol=1e-3, rtol=0)
-    assert (starts[1.0] <= edge + 1e-3).all() and (starts[1.0] > 0.43 - 1e-3).all()
+    params = make_task_cfg("arm_push_grasp").privileges["head_start"].params
+    shift, bound = params["shift"][1], params["max_xy"][1]
+    y = {level: xy[:, 1] for level, xy in starts.items()}
+    assert (-0.05 <= y[0.0]).all() and (y[0.0] <= 0.05).all(), "at λ = 0 the task's own start"
+    torch.testing.assert_close(y[0.5], (y[0.0] + shift / 2).clamp(max=bound), atol=1e-3, rtol=0)  # the same draws
+    torch.testing.assert_close(y[1.0], (y[0.0] + shift).clamp(max=bound), atol=1e-3, rtol=0)
+    assert (y[0.5] < bound).any() and (y[1.0] <= bound + 1e-3).all()
+    torch.testing.assert_close(starts[1.0][:, 0], starts[0.0][:, 0], atol=1e-6, rtol=0)  # x is not shifted
 

@@ -19,10 +19,10 @@ import torch
 
 from batonlab.env.env import BatonEnv
 from batonlab.robots import door as door_asset
-from batonlab.robots.arm6 import ARM_JOINTS, EE_SITE
 from batonlab.robots.assets import compile_spec
 from batonlab.tasks import make_task_cfg
 from batonlab.tasks.arm_door import DOOR_POS, OPEN_ANGLE
+from arm6_script import Arm6Script
 from conftest import make_env as make_task_env
 
 BLOCKED = 0.05
@@ -182,52 +182,23 @@ def test_hinge_assist_scales_with_level_and_needs_the_tool_at_the_handle():
     env.close()
 
 
-class HookGraspScript:
-    """A scripted arm6 controller: joint targets from a damped least-squares IK of the tool point.
-
-    The tool points 45° down toward the door, its fingers closing in the vertical plane across the
-    lever: the upper finger both presses the lever down and pulls it (normal forces; arm6's position
-    gripper squeezes only a few newtons, too little to pull by friction).
+class HookGraspScript(Arm6Script):
+    """A hook grasp of the door's lever: the tool points 45° down toward the door, its fingers closing in
+    the vertical plane across the lever: the upper finger both presses the lever down and pulls it (normal
+    forces; arm6's position gripper squeezes only a few newtons, too little to pull by friction).
     """
 
     def __init__(self, env: BatonEnv):
-        self.env = env
-        self.model = env.scene.model
-        self.data = mujoco.MjData(self.model)
-        self.qadr = env.scene.qpos_adr(ARM_JOINTS).numpy()
-        self.dadr = env.scene.dof_adr(ARM_JOINTS).numpy()
-        self.limits = self.model.jnt_range[env.scene.joint_ids(ARM_JOINTS)]
-        self.default = env.default_qpos[self.qadr].numpy()
-        self.site = self.model.site(EE_SITE).id
+        super().__init__(env)
         c = math.cos(math.pi / 4)
         self.rotation = np.array([[0.0, c, c], [1.0, 0.0, 0.0], [0.0, c, -c]])  # columns: tool x, y (fingers), z
         mujoco.mj_kinematics(self.model, self.data)  # nominal door: the hinge axis in the world
         self.hinge = self.data.xanchor[self.model.joint(door_asset.HINGE_JOINT).id][:2].copy()
-        self.q = env.sim.qpos[0, self.qadr].numpy().astype(float)
-
-    def ik(self, pos: np.ndarray, rotation: np.ndarray) -> None:
-        model, data, q = self.model, self.data, self.q
-        for _ in range(20):
-            data.qpos[self.qadr] = q
-            mujoco.mj_kinematics(model, data)
-            mujoco.mj_comPos(model, data)
-            xmat = data.site_xmat[self.site].reshape(3, 3)
-            rot_error = 0.5 * sum(np.cross(xmat[:, i], rotation[:, i]) for i in range(3))
-            jac_pos, jac_rot = np.zeros((3, model.nv)), np.zeros((3, model.nv))
-            mujoco.mj_jacSite(model, data, jac_pos, jac_rot, self.site)
-            jac = np.vstack([jac_pos[:, self.dadr], 0.3 * jac_rot[:, self.dadr]])
-            error = np.concatenate([pos - data.site_xpos[self.site], 0.3 * rot_error])
-            q = np.clip(q + 0.5 * jac.T @ np.linalg.solve(jac @ jac.T + 1e-3 * np.eye(6), error), *self.limits.T)
-        self.q = q
 
     def step(self, pos: np.ndarray, door_angle: float, grip: float) -> None:
         c, s = math.cos(door_angle), math.sin(door_angle)
         turn = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
-        self.ik(pos, turn @ self.rotation)
-        action = torch.zeros(1, self.env.num_actions)
-        action[0, :6] = torch.as_tensor((self.q - self.default) / 0.5)  # the arm's action scale
-        action[0, 6] = grip
-        self.env.step(action)
+        super().step(pos, turn @ self.rotation, grip)
 
     def ahead_on_the_arc(self, handle: np.ndarray, step_rad: float) -> np.ndarray:
         """The handle's position turned by `step_rad` further open about the hinge, 1 cm lower (keep it pressed)."""
