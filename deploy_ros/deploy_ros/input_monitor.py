@@ -68,11 +68,12 @@ class InputMonitor:
         return [p for w in self.inputs.values() for p in w.problems]
 
     def describe(self, name: str) -> str:
-        """`topic (N publishers)` with the problems, for messages that name an input."""
+        """`topic (N publishers)` with the problems, for messages that name an input (N counted now, not at the last check)."""
         watched = self.inputs.get(name)
         if watched is None:
             return name
-        text = f"{watched.topic} ({watched.publishers} publisher{'s' if watched.publishers != 1 else ''})"
+        count = len(self.node.get_publishers_info_by_topic(watched.topic))
+        text = f"{watched.topic} ({count} publisher{'s' if count != 1 else ''})"
         return text + (": " + "; ".join(watched.problems) if watched.problems else "")
 
     def report(self) -> dict[str, dict]:

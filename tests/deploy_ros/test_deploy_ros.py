@@ -224,12 +224,20 @@ def test_a_best_effort_estop_publisher_stops_the_robot(tmp_path):
 
 
 def test_start_is_refused_naming_an_input_that_never_arrived(tmp_path):
-    with wire(tmp_path, robot_args={"reliability": "best_effort"}, wait_for=None, auto_start=False) as (robot, node):
-        robot.publish_target = False
+    """The refusal names the input, its topic and how many publishers it has when asked: none, then one that
+    is silent, then the start succeeds once it publishes."""
+    args = {"reliability": "best_effort", "publish_target": False}
+    with wire(tmp_path, robot_args=args, wait_for=None, auto_start=False) as (robot, node):
         robot.wait_for_state("passive", timeout=60, reason="never received command 'ee_target'")
         response = robot.start()
         assert not response.success, response.message
         assert "ee_target" in response.message and "/commands/ee_target (0 publishers)" in response.message
+        robot.pub_target = robot.node.create_publisher(robot._PointStamped, "commands/ee_target", robot.qos)
+        deadline = time.monotonic() + 20
+        while "(1 publisher)" not in response.message and time.monotonic() < deadline:
+            time.sleep(0.2)
+            response = robot.start()
+        assert not response.success and "/commands/ee_target (1 publisher)" in response.message, response.message
         robot.publish_target = True
         robot.wait_for_state("passive", timeout=10, reason="waiting for start")
         assert robot.start().success

@@ -222,7 +222,8 @@ class FakeRobot(PolicyNodePeer):
     """
 
     def __init__(self, domain_id: int, joint_names, joint_pos, rate_hz: float = 100.0, joint_groups=None,
-                 reliability: str = "reliable", velocities: bool = True, poses: dict | None = None):
+                 reliability: str = "reliable", velocities: bool = True, poses: dict | None = None,
+                 publish_target: bool = True):
         from geometry_msgs.msg import PointStamped, PoseStamped
         from sensor_msgs.msg import JointState
         from std_msgs.msg import Float64MultiArray
@@ -237,7 +238,7 @@ class FakeRobot(PolicyNodePeer):
         self.ee_pos = [0.3, 0.0, 0.3]
         self.ee_target = [0.4, 0.1, 0.3]
         self.publish_joints = True
-        self.publish_target = True
+        self.publish_target = publish_target
         self.poses = {name: list(value) for name, value in (poses or {}).items()}
         """Pose sensors published every cycle: name → (x, y, z, qw, qx, qy, qz)."""
         self.publish_poses = True
@@ -251,7 +252,8 @@ class FakeRobot(PolicyNodePeer):
         qos = self.qos
         self.pub_joints = self.node.create_publisher(JointState, "joint_states", qos)
         self.pub_ee = self.node.create_publisher(PointStamped, "sensors/ee_pos_b", qos)
-        self.pub_target = self.node.create_publisher(PointStamped, "commands/ee_target", qos)
+        self.pub_target = None
+        """Created when `publish_target` is first True in a cycle: until then the robot has no such publisher."""
         self.pub_poses = {name: self.node.create_publisher(PoseStamped, f"sensors/{name}", qos) for name in self.poses}
         self.node.create_subscription(Float64MultiArray, "joint_commands", self._on_command, 10)
         self.node.create_timer(1.0 / rate_hz, self._publish)
@@ -276,6 +278,8 @@ class FakeRobot(PolicyNodePeer):
             with self.lock:
                 self.joint_state_times.append(time.time())
             self.joint_states_sent += 1
+        if self.publish_target and self.pub_target is None:
+            self.pub_target = self.node.create_publisher(self._PointStamped, "commands/ee_target", self.qos)
         for pub, value, on in ((self.pub_ee, self.ee_pos, True), (self.pub_target, self.ee_target, self.publish_target)):
             if not on:
                 continue
