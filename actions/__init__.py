@@ -4,3 +4,4 @@
 Installed as `batonlab.actions`; each module holds one family of terms, all re-exported here for task configs."""
 
 from batonlab.actions.joint import JointAction, JointEffortAction, JointPositionAction, JointVelocityAction
+from batonlab.actions.ik import IKResidualAction, TorchChain

@@ -1,0 +1,113 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Arm actions as a residual on differential IK: `target = q + dls_step(q, ee_target) + scale * action`.
+
+The damped least-squares step is computed per env, batched, from the arm's kinematic chain
+(`TorchChain`, the torch twin of `batonlab.deploy.kinematics.KinematicChain`, which the robot runs from
+the manifest): simulator-neutral, it needs only the arm's joint positions and the command.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from batonlab.actions.joint import JointPositionAction
+from batonlab.deploy.kinematics import KinematicChain, quat_to_matrix
+from batonlab.env.cfg import ActionTermCfg
+from batonlab.robots.kinematics import chain_from_model
+
+
+class TorchChain:
+    """`KinematicChain` batched in torch: every method takes joint positions q (N, n) [rad]; base frame.
+    Computed in float64 (the robot's numpy twin agrees to 1e-5 also for steps of several radians), returned as q's dtype."""
+
+    def __init__(self, chain: KinematicChain, device: torch.device | str = "cpu"):
+        def tensor(values):
+            return torch.as_tensor(values, dtype=torch.float64, device=device)
+
+        self.chain = chain
+        self.link_pos = [tensor(k.pos) for k in chain.links]
+        self.link_rot = [tensor(quat_to_matrix(k.quat)) for k in chain.links]
+        self.link_axis = [tensor(k.axis) if k.joint is not None else None for k in chain.links]
+        self.link_anchor = [tensor(k.anchor) for k in chain.links]
+        self.tip_pos = tensor(chain.tip_pos)
+        self.tip_rot = tensor(quat_to_matrix(chain.tip_quat))
+
+    def jacobian(self, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(tool position (N, 3) [m], tool rotation (N, 3, 3), Jacobian (N, 6, n): linear rows then angular)."""
+        dtype, q = q.dtype, q.double()
+        num = q.shape[0]
+        rot = torch.eye(3, dtype=q.dtype, device=q.device).expand(num, 3, 3)
+        pos = torch.zeros(num, 3, dtype=q.dtype, device=q.device)
+        anchors, axes = [], []
+        index = 0
+        for link_pos, link_rot, axis, anchor in zip(self.link_pos, self.link_rot, self.link_axis, self.link_anchor):
+            pos = pos + rot @ link_pos
+            rot = rot @ link_rot
+            if axis is None:
+                continue
+            anchor_b = pos + rot @ anchor
+            axis_b = rot @ axis
+            turn = axis_angle_matrices(axis_b, q[:, index])
+            pos = anchor_b + (turn @ (pos - anchor_b).unsqueeze(-1)).squeeze(-1)
+            rot = turn @ rot
+            anchors.append(anchor_b)
+            axes.append(axis_b)
+            index += 1
+        tip = pos + rot @ self.tip_pos
+        anchors, axes = torch.stack(anchors, 2), torch.stack(axes, 2)  # (N, 3, n)
+        linear = torch.linalg.cross(axes, tip.unsqueeze(-1) - anchors, dim=1)
+        return tip.to(dtype), (rot @ self.tip_rot).to(dtype), torch.cat([linear, axes], 1).to(dtype)
+
+    def dls_step(self, q: torch.Tensor, target_pos: torch.Tensor, damping: float) -> torch.Tensor:
+        """The damped least-squares joint step (N, n) [rad] toward `target_pos` (N, 3) [m]: `Jᵀ (J Jᵀ + damping² I)⁻¹ e`."""
+        tip, _, jac = self.jacobian(q.double())
+        jac = jac[:, :3]
+        gram = jac @ jac.transpose(1, 2) + damping ** 2 * torch.eye(3, dtype=jac.dtype, device=q.device)
+        error = (target_pos.double() - tip).unsqueeze(-1)
+        return (jac.transpose(1, 2) @ torch.linalg.solve(gram, error)).squeeze(-1).to(q.dtype)
+
+
+def axis_angle_matrices(axis: torch.Tensor, angle: torch.Tensor) -> torch.Tensor:
+    """Rotation matrices (N, 3, 3) by `angle` (N,) [rad] about unit axes (N, 3) (Rodrigues)."""
+    x, y, z = axis.unbind(-1)
+    zero = torch.zeros_like(x)
+    skew = torch.stack([zero, -z, y, z, zero, -x, -y, x, zero], -1).view(-1, 3, 3)
+    sin, cos = angle.sin().view(-1, 1, 1), angle.cos().view(-1, 1, 1)
+    return torch.eye(3, dtype=axis.dtype, device=axis.device) + sin * skew + (1.0 - cos) * skew @ skew
+
+
+class IKResidualAction(JointPositionAction):
+    """Arm position targets around a damped least-squares IK step: `target = q + dls_step(q, command) + scale * action`.
+
+    `cfg.params`: `command` (the end-effector target command, (N, 3) in the chain's base frame [m]),
+    `base` (the base body), `site` (the tool point), `damping` (DLS damping [m]; 0.05 as in the seed
+    method). The policy's action is a residual [unit action → `scale` rad] on the IK target; the command
+    filter (`max_target_rate`) applies to the sum, as on the robot.
+    """
+
+    action_type = "ik_residual"
+
+    def __init__(self, env, cfg: ActionTermCfg):
+        super().__init__(env, cfg)
+        params = dict(cfg.params)
+        self.env = env
+        self.command = params["command"]
+        self.damping = float(params.get("damping", 0.05))
+        self.chain = chain_from_model(env.scene.model, params["base"], params["site"], tuple(cfg.joints))
+        self.torch_chain = TorchChain(self.chain, env.device)
+        self.offset = torch.zeros_like(self.offset)
+
+    def process(self, actions: torch.Tensor) -> None:
+        """Store the raw actions; targets = joint positions + IK step + scaled residual, then the command filter."""
+        q = self.env.sim.qpos.index_select(1, self.qpos_adr)
+        target = self.env.command_manager.command(self.command)
+        self.offset = q + self.torch_chain.dls_step(q, target, self.damping)
+        super().process(actions)
+
+    def saturation_bounds(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """±(control range width / scale) per dim, within the clip: beyond it a residual saturates from any state."""
+        span = (self.ctrl_high - self.ctrl_low) / self.scale.abs()
+        low, high = -span, span
+        if self.cfg.clip is not None:
+            low, high = low.clamp_min(self.cfg.clip[0]), high.clamp_max(self.cfg.clip[1])
+        return low, high
