@@ -25,7 +25,7 @@ import mujoco
 import torch
 
 from batonlab import events, observations, terminations
-from batonlab.actions import JointPositionAction
+from batonlab.actions import IKResidualAction, JointPositionAction
 from batonlab.commands import EndEffectorTargetCommand
 from batonlab.curricula.arm_workspace import ArmWorkspaceCurriculum
 from batonlab.curricula.cost_limits import CostLimitSchedule
@@ -35,7 +35,7 @@ from batonlab.env.cfg import (ActionTermCfg, CommandTermCfg, CostTermCfg, Curric
 from batonlab.rewards import constraints, regularizers, tracking
 from batonlab.rl.cfg import RunnerCfg
 from batonlab.robots import wheel_legged as wl
-from batonlab.robots.arm6 import ARM_JOINTS, GRIPPER_JOINT
+from batonlab.robots.arm6 import ARM_JOINTS, EE_SITE, GRIPPER_JOINT
 from batonlab.tasks import register
 from batonlab.tasks.mobile_robot import COMMAND
 from batonlab.tasks.wl_balance import make_wl_balance_agent_cfg, make_wl_balance_cfg, make_wl_scene_spec
@@ -65,6 +65,12 @@ ARM_ACTION_SCALE = 0.5
 joint, so a smaller scale needs actions far outside the initial action distribution; the initial
 exploration noise is kept low instead (`init_noise_std` 0.5: at 0.8 the noise alone drives the
 shoulder servo, kp 160, past its torque limit on most steps)."""
+
+IK_DAMPING = 0.05
+"""Damped least-squares damping of the IK-residual arm [m] (the seed method's value)."""
+
+IK_RESIDUAL_SCALE = 0.25
+"""Residual joint offset per unit action on top of the IK step [rad] (a first value, not tuned yet)."""
 
 TORQUE_FRACTION = 0.8
 """Share of an arm motor's torque limit that counts as over-torque [-]."""
@@ -235,5 +241,18 @@ def make_wl_loco_manip_agent_cfg() -> RunnerCfg:
     return cfg
 
 
+def make_wl_loco_manip_ik_cfg(play: bool = False) -> TaskCfg:
+    """`wl_loco_manip` with the arm acting as a residual on a damped least-squares IK step toward `ee_target`
+    (the seed method's arm action; the robot computes the same step from the manifest's kinematic chain)."""
+    cfg = make_wl_loco_manip_cfg(play)
+    arm = cfg.actions["arm"]
+    cfg.actions["arm"] = ActionTermCfg(cls=IKResidualAction, joints=arm.joints, scale=IK_RESIDUAL_SCALE,
+                                       params={"command": EE_COMMAND, "base": "arm_base", "site": EE_SITE,
+                                               "damping": IK_DAMPING})
+    return cfg
+
+
 register("wl_loco_manip", make_wl_loco_manip_cfg, make_wl_loco_manip_agent_cfg,
          "wheel-legged robot with arm: one whole-body policy drives and reaches a moving target (P3O, curricula)")
+register("wl_loco_manip_ik", make_wl_loco_manip_ik_cfg, make_wl_loco_manip_agent_cfg,
+         "wl_loco_manip with the arm as a residual on damped least-squares IK toward the target")

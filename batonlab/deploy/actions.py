@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from batonlab.deploy.manifest import Manifest
+from batonlab.deploy.manifest import IKSpec, Manifest
 
 from batonlab.deploy.wiring import EFFORT, POSITION, VELOCITY, command_interface  # noqa: F401  (re-exported)
 
@@ -13,6 +13,8 @@ from batonlab.deploy.wiring import EFFORT, POSITION, VELOCITY, command_interface
 class ActionProcessor:
     """`target = clamp(offset + scale * clip(raw), ctrl_range)` per action term, concatenated in policy order.
 
+    The offset is the default pose (`use_default_offset`), zero, or for `ik_residual` terms the joints'
+    positions plus the damped least-squares step toward the term's command (`batonlab.deploy.kinematics`).
     The clamp to the actuators' control range is the one training's action terms apply before the
     targets reach the simulated actuators, so the robot gets the targets the policy was trained with.
     """
@@ -21,16 +23,32 @@ class ActionProcessor:
         self.scale = manifest.action_scale
         self.offset = manifest.action_offset
         low, high = [], []
+        self.ik_terms: list[tuple[slice, IKSpec]] = []
+        """(the term's slice of the targets, its IK step), for `ik_residual` terms."""
+        start = 0
         for a in manifest.actions:
             lo, hi = a.clip if a.clip is not None else (-np.inf, np.inf)
             low += [lo] * len(a.joints)
             high += [hi] * len(a.joints)
+            if a.ik is not None:
+                self.ik_terms.append((slice(start, start + len(a.joints)), a.ik))
+            start += len(a.joints)
         self.clip_low, self.clip_high = np.array(low), np.array(high)
         self.ctrl_low, self.ctrl_high = manifest.ctrl_range[:, 0], manifest.ctrl_range[:, 1]
         self.kinds = tuple(command_interface(a.type) for a in manifest.actions for _ in a.joints)
         """Per joint: POSITION, VELOCITY or EFFORT."""
 
-    def __call__(self, raw: np.ndarray) -> np.ndarray:
-        """(action_dim,) raw action → (action_dim,) float64 targets."""
-        target = self.offset + self.scale * np.clip(raw, self.clip_low, self.clip_high)
+    def __call__(self, raw: np.ndarray, joint_pos: np.ndarray | None = None,
+                 commands: dict[str, np.ndarray] | None = None) -> np.ndarray:
+        """(action_dim,) raw action → (action_dim,) float64 targets; `ik_residual` terms also read the measured
+        positions of the policy joints (action_dim,) [rad] and the commands by name."""
+        offset = self.offset
+        if self.ik_terms:
+            if joint_pos is None or commands is None:
+                raise ValueError("ik_residual action terms need the joint positions and the commands")
+            offset = offset.copy()
+            for part, ik in self.ik_terms:
+                q = np.asarray(joint_pos[part], dtype=np.float64)
+                offset[part] = q + ik.chain.dls_step(q, np.asarray(commands[ik.command], dtype=np.float64)[:3], ik.damping)
+        target = offset + self.scale * np.clip(raw, self.clip_low, self.clip_high)
         return np.minimum(np.maximum(target, self.ctrl_low), self.ctrl_high)

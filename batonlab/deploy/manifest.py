@@ -31,7 +31,9 @@ from batonlab.deploy.manifest_sections import (
     ActuatedJoints,
     CommandSpec,
     ControlTiming,
+    IKSpec,
     ObsTermLayout,
+    POSITION_ACTION_TYPES,
     PolicyFile,
 )
 from batonlab.deploy.manifest_robot import HeldJoints, SensorSpec, StopSpec
@@ -39,7 +41,7 @@ from batonlab.deploy.manifest_v1 import upgrade_v1
 
 __all__ = [
     "ACTION_TYPES", "ActionTerm", "ActuatedJoints", "CommandSpec", "ControlTiming", "MANIFEST_FILE", "Manifest",
-    "HeldJoints", "ManifestError", "ObsTermLayout", "PolicyFile", "SensorSpec", "StopSpec", "SCHEMA_VERSION", "SUPPORTED_SCHEMA_VERSIONS", "load_manifest",
+    "HeldJoints", "IKSpec", "ManifestError", "ObsTermLayout", "POSITION_ACTION_TYPES", "PolicyFile", "SensorSpec", "StopSpec", "SCHEMA_VERSION", "SUPPORTED_SCHEMA_VERSIONS", "load_manifest",
     "parse_manifest", "sha256_file",
 ]
 
@@ -91,6 +93,10 @@ class Manifest:
         action_joints = tuple(j for a in self.actions for j in a.joints)
         if action_joints != self.joints.names:
             raise ManifestError(f"the action terms' joints {list(action_joints)} are not joints.names {list(self.joints.names)}")
+        for a in self.actions:
+            if a.ik is not None and (a.ik.command not in self.commands or self.commands[a.ik.command].dim < 3):
+                raise ManifestError(f"action term '{a.name}' steers the tool to command '{a.ik.command}', which is not "
+                                    f"a command of 3 or more values of this manifest (commands: {list(self.commands)})")
         missing = [j for j in self.joints.names if j not in self.default_joint_pos]
         if missing:
             raise ManifestError(f"default_joint_pos has no value for the action joints {missing}")
@@ -182,7 +188,7 @@ class Manifest:
     @property
     def max_target_rate(self) -> np.ndarray:
         """(num_joints,) the rate training limited each joint's target to, inf where it did not [rad/s or m/s]."""
-        return np.array([a.max_target_rate if a.max_target_rate is not None and a.type == "joint_position" else np.inf
+        return np.array([a.max_target_rate if a.max_target_rate is not None and a.type in POSITION_ACTION_TYPES else np.inf
                          for a in self.actions for _ in a.joints], dtype=np.float64)
 
     @property

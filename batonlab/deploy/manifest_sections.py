@@ -13,10 +13,40 @@ from typing import Any
 
 import numpy as np
 
+from batonlab.deploy.kinematics import KinematicChain
 from batonlab.deploy.manifest_json import ManifestError, bounds, clip_range, finite_or_null, numbers, required, required_number
 
-ACTION_TYPES = ("joint_position", "joint_velocity", "joint_effort")
+ACTION_TYPES = ("joint_position", "joint_velocity", "joint_effort", "ik_residual")
 """Action term types this runtime can post-process."""
+
+POSITION_ACTION_TYPES = ("joint_position", "ik_residual")
+"""Action types whose targets are joint positions (the command filter's rate applies to them)."""
+
+
+@dataclass(frozen=True)
+class IKSpec:
+    """An `ik_residual` term's IK step: `target = q + chain.dls_step(q, commands[command], damping) + scale * raw`."""
+
+    command: str
+    """The command the tool point goes to (its first 3 values: a position in the chain's base frame [m])."""
+    damping: float
+    """Damped least-squares damping [m]."""
+    chain: KinematicChain
+
+    def to_json(self) -> dict[str, Any]:
+        """The IK step as a JSON object."""
+        return {"command": self.command, "damping": self.damping, "chain": self.chain.to_json()}
+
+    @classmethod
+    def from_json(cls, data: Any, label: str) -> IKSpec:
+        """The IK step of the JSON object at `label`."""
+        if not isinstance(data, dict):
+            raise ManifestError(f"field '{label}' should be an object (command, damping, chain), got {type(data).__name__}")
+        damping = required_number(data, label, "damping")
+        if not (math.isfinite(damping) and damping > 0.0):
+            raise ManifestError(f"field '{label}.damping' should be a finite number > 0 [m], got {damping}")
+        return cls(command=required(data, label, "command", str), damping=float(damping),
+                   chain=KinematicChain.from_json(data.get("chain"), f"{label}.chain"))
 
 
 @dataclass(frozen=True)
@@ -151,10 +181,18 @@ class ActionTerm:
     max_target_rate: float | None = None
     """Position terms trained under the command filter: targets moved at most this fast [rad/s or m/s], after
     the PD torque window (the safety filter's run-state rule); None: trained without it."""
+    ik: IKSpec | None = None
+    """`ik_residual` terms: the IK step the residual is added to (its chain's hinges are the term's joints)."""
 
     def __post_init__(self):
         if self.type not in ACTION_TYPES:
             raise ManifestError(f"action term '{self.name}': type '{self.type}' is not supported; known types: {list(ACTION_TYPES)}")
+        if (self.type == "ik_residual") != (self.ik is not None):
+            raise ManifestError(f"action term '{self.name}' of type '{self.type}': an 'ik' section belongs to, and "
+                                "only to, ik_residual terms")
+        if self.ik is not None and self.ik.chain.joints != self.joints:
+            raise ManifestError(f"action term '{self.name}': its IK chain moves {list(self.ik.chain.joints)}, the term "
+                                f"drives {list(self.joints)}")
         if len(self.scale) != len(self.joints):
             raise ManifestError(f"action term '{self.name}' has {len(self.scale)} scales for {len(self.joints)} joints")
         if self.max_target_rate is not None and not (math.isfinite(self.max_target_rate) and self.max_target_rate > 0):
@@ -165,7 +203,7 @@ class ActionTerm:
         """The action term as a JSON object."""
         return {"name": self.name, "type": self.type, "joints": list(self.joints), "scale": list(self.scale),
                 "clip": list(self.clip) if self.clip is not None else None, "use_default_offset": self.use_default_offset,
-                "max_target_rate": self.max_target_rate}
+                "max_target_rate": self.max_target_rate, **({"ik": self.ik.to_json()} if self.ik is not None else {})}
 
     @classmethod
     def from_json(cls, data: dict, label: str) -> ActionTerm:
@@ -178,7 +216,8 @@ class ActionTerm:
                    scale=numbers(required(data, label, "scale", list), f"{label}.scale"),
                    clip=clip_range(data.get("clip"), f"{label}.clip"),
                    use_default_offset=required(data, label, "use_default_offset", bool),
-                   max_target_rate=None if rate is None else float(rate))
+                   max_target_rate=None if rate is None else float(rate),
+                   ik=IKSpec.from_json(data["ik"], f"{label}.ik") if "ik" in data else None)
 
 
 RENAMED_OBS_FUNCS: dict[str, str] = {

@@ -278,7 +278,7 @@ class DeployRuntime:
             raw = np.asarray(self.policy(obs), dtype=np.float32)
             if np.isfinite(raw).all():
                 self.inputs.last_action[:] = raw
-                target = np.concatenate([self.actions(raw), self._held_targets])
+                target = np.concatenate([self.actions(raw, q, self.inputs.vectors), self._held_targets])
             else:
                 self.safety.fault("non-finite policy output", now)
         command = self.safety.command(now, target, q, qd, check.measured_ok)

@@ -20,6 +20,7 @@ from batonlab.deploy.manifest import (  # noqa: F401  (sha256_file: the robot si
     CommandSpec,
     ControlTiming,
     HeldJoints,
+    IKSpec,
     Manifest,
     PolicyFile,
     SensorSpec,
@@ -189,8 +190,11 @@ def _pose_spec(model: mujoco.MjModel, position: str, orientation: str) -> Sensor
 
 
 def _action_term(name: str, term, default_qpos: np.ndarray) -> ActionTerm:
+    ik = getattr(term, "chain", None)
     offset = term.offset.cpu().double().numpy()
-    if not offset.any():
+    if ik is not None:
+        use_default_offset = False  # the offset is the IK target, computed on the robot from the chain
+    elif not offset.any():
         use_default_offset = False
     elif np.array_equal(offset, default_qpos[term.qpos_adr.cpu().numpy()]):
         use_default_offset = True
@@ -205,6 +209,7 @@ def _action_term(name: str, term, default_qpos: np.ndarray) -> ActionTerm:
         clip=tuple(map(float, term.cfg.clip)) if term.cfg.clip is not None else None,
         use_default_offset=use_default_offset,
         max_target_rate=None if term.cfg.max_target_rate is None else float(term.cfg.max_target_rate),
+        ik=IKSpec(term.command, term.damping, term.chain) if ik is not None else None,
     )
 
 

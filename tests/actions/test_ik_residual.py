@@ -1,0 +1,87 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""`ik_residual` arm actions (`wl_loco_manip_ik`): with a zero residual the IK step alone brings the tool
+to its target while the robot drives, the robot side computes the same targets from the manifest's
+chain (to 1e-5), and a manifest whose IK term names no command is refused."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from batonlab.deploy.actions import ActionProcessor
+from batonlab.deploy.manifest import Manifest, ManifestError, parse_manifest
+from batonlab.env.env import BatonEnv
+from batonlab.export.manifest import manifest_from_env
+from batonlab.tasks import make_task_cfg
+
+
+def _env(task: str, num_envs: int = 8) -> BatonEnv:
+    cfg = make_task_cfg(task, play=True)
+    cfg.num_envs, cfg.sim.num_threads = num_envs, 1
+    return BatonEnv(cfg)
+
+
+def _mean_tool_error(env: BatonEnv, steps: int) -> float:
+    """Mean distance tool point → `ee_target` [m] over the last half of `steps` steps of zero actions."""
+    errors = []
+    for k in range(steps):
+        env.step(torch.zeros(env.num_envs, env.num_actions))
+        if k >= steps // 2:
+            errors.append((env.command_manager.command("ee_target") - env.sim.sensor("ee_pos_b")).norm(dim=1).mean())
+    return float(torch.stack(errors).mean())
+
+
+def test_the_ik_step_alone_reaches_the_targets_a_joint_position_arm_does_not():
+    ik = _env("wl_loco_manip_ik")
+    with_ik = _mean_tool_error(ik, 300)
+    ik.close()
+    plain = _env("wl_loco_manip")
+    without = _mean_tool_error(plain, 300)
+    plain.close()
+    assert with_ik < 0.06 and without > 0.1 and with_ik < without / 3, (with_ik, without)
+
+
+def test_the_robot_computes_the_training_targets_from_the_manifest():
+    env = _env("wl_loco_manip_ik", num_envs=4)
+    manifest = parse_manifest(json.loads(json.dumps(manifest_from_env(env, "wl_loco_manip_ik").to_json())))
+    (term,) = [a for a in manifest.actions if a.type == "ik_residual"]
+    assert term.ik.command == "ee_target" and term.ik.damping == pytest.approx(0.05)
+    processor = ActionProcessor(manifest)
+    arm = env.action_manager.terms["arm"]
+    start = manifest.joint_names.index(term.joints[0])
+    part = slice(start, start + len(term.joints))
+    generator = torch.Generator().manual_seed(0)
+    qadr = env.scene.qpos_adr(manifest.joint_names)
+    for _ in range(5):
+        env.step(torch.randn(env.num_envs, env.num_actions, generator=generator).clamp(-1, 1))
+        raw = torch.randn(env.num_envs, len(term.joints), generator=generator)
+        arm.process(raw)
+        commands = env.command_manager.command("ee_target").numpy()
+        for i in range(env.num_envs):
+            full_raw = np.zeros(manifest.action_dim)
+            full_raw[part] = raw[i].numpy()
+            robot = processor(full_raw, env.sim.qpos[i, qadr].numpy(), {"ee_target": commands[i]})
+            executed = torch.maximum(torch.minimum(arm.processed_actions[i], arm.ctrl_high), arm.ctrl_low)  # as `apply`
+            np.testing.assert_allclose(robot[part], executed.numpy(), atol=1e-5)
+    env.close()
+
+
+def test_an_ik_term_needs_a_command_of_the_manifest():
+    env = _env("wl_loco_manip_ik", num_envs=1)
+    manifest = manifest_from_env(env, "wl_loco_manip_ik")
+    env.close()
+    with pytest.raises(ManifestError, match="steers the tool to command 'ee_target', which is not a command"):
+        dataclasses.replace(manifest, commands={k: v for k, v in manifest.commands.items() if k != "ee_target"})
+    data = manifest.to_json()
+    (arm,) = [a for a in data["actions"] if a["type"] == "ik_residual"]
+    arm["ik"]["damping"] = -1.0
+    with pytest.raises(ManifestError, match="damping' should be a finite number > 0"):
+        parse_manifest(data)
+    arm["ik"]["damping"], arm["joints"] = 0.05, arm["joints"][::-1]
+    with pytest.raises(ManifestError, match="its IK chain moves"):
+        parse_manifest(data)
+    assert isinstance(manifest, Manifest)
