@@ -3,11 +3,12 @@
 at equal env steps and equal seeds, judged on one common test.
 
     python bench/loco_manip.py [--num-envs 512] [--iterations 150] [--seeds 0] [--variants ppo p3o+cur ...]
-                               [--eval-episodes 256] [--out bench_results/loco_manip]
+                               [--arms joint_position ik_residual] [--eval-episodes 256] [--out bench_results/loco_manip]
 
 Each variant trains `wl_loco_manip` from scratch with the same seeds, envs and iterations; only the
-algorithm (`agent.algorithm.class_name`) and the curricula (arm workspace, reward balance, cost-limit
-schedule: all on or all off) differ. Every trained policy is then evaluated on the same episodes of
+algorithm (`agent.algorithm.class_name`), the curricula (arm workspace, reward balance, cost-limit
+schedule: all on or all off) and the arm's action (`--arms`: joint positions, `wl_loco_manip`; a residual
+on a damped least-squares IK step, `wl_loco_manip_ik`) differ. Every trained policy is then evaluated on the same episodes of
 the final task: the widest target ranges, the final cost limits, no curricula. The table gives, per
 variant: base speed error, end-effector error, survival, and per cost the violation rate (steps with
 cost > 0) on the test and over the last training iterations (the stochastic policy), and the mean
@@ -35,7 +36,8 @@ from batonlab.rl.evaluate import evaluate
 from batonlab.tasks import make_agent_cfg, make_task_cfg
 from batonlab.tasks.wl_loco_manip import EE_COMMAND, EE_SENSOR
 
-TASK = "wl_loco_manip"
+ARM_TASKS = {"joint_position": "wl_loco_manip", "ik_residual": "wl_loco_manip_ik"}
+"""Arm action → the task that trains with it."""
 
 VARIANTS: dict[str, tuple[str, bool]] = {
     "p3o+cur": ("P3O", True),
@@ -75,6 +77,8 @@ class VariantResult:
     """Per cost: mean sum over a test episode."""
     train_time_s: float
     history: dict[str, list[float]] = field(default_factory=dict)
+    arm: str = "joint_position"
+    """The arm's action (a key of `ARM_TASKS`)."""
 
     def train_violation_rate(self, cost: str, last: int = TRAIN_WINDOW) -> float:
         """Fraction of steps in violation over the last `last` training iterations (stochastic policy)."""
@@ -82,12 +86,12 @@ class VariantResult:
         return float(np.mean(values[-last:])) if values else float("nan")
 
 
-def train(name: str, seed: int, num_envs: int, iterations: int,
+def train(name: str, task: str, seed: int, num_envs: int, iterations: int,
           log_root: Path) -> tuple[object, dict[str, list[float]], float]:
     """Train one variant from scratch with `batonlab train`'s entry (a run folder under `log_root`);
     returns the inference policy, the per-iteration history, seconds."""
     class_name, curricula = VARIANTS[name]
-    inv = build_invocation([f"task={TASK}", f"seed={seed}", f"env.num_envs={num_envs}", f"max_iterations={iterations}",
+    inv = build_invocation([f"task={task}", f"seed={seed}", f"env.num_envs={num_envs}", f"max_iterations={iterations}",
                             f"agent.algorithm.class_name={class_name}", f"log_root={log_root}",
                             "eval_episodes=0", "progress=false"])
     if not curricula:
@@ -103,9 +107,9 @@ def train(name: str, seed: int, num_envs: int, iterations: int,
     return result.policy, history, result.wall_s
 
 
-def test(policy, seed: int, episodes: int) -> dict:
+def test(policy, task: str, seed: int, episodes: int) -> dict:
     """The common test: one episode per env on the final task (widest targets, final limits, no curricula)."""
-    cfg = make_task_cfg(TASK, play=True)
+    cfg = make_task_cfg(task, play=True)
     cfg.num_envs, cfg.seed = episodes, 10_000 + seed
     cfg.curriculum = {}
     env = BatonEnv(cfg)
@@ -145,23 +149,25 @@ def test(policy, seed: int, episodes: int) -> dict:
 
 
 def table(results: list[VariantResult]) -> str:
+    """Per variant and arm: mean ± standard deviation over seeds (± omitted for one seed)."""
     names = list(results[0].violation_rate)
-    by_variant: dict[str, list[VariantResult]] = {}
+    by_variant: dict[tuple[str, str], list[VariantResult]] = {}
     for r in results:
-        by_variant.setdefault(r.name, []).append(r)
-    header = ["variant", "speed err [m/s]", "ee err [m]", "settled ee err [m] (stowed)", "survival"]
+        by_variant.setdefault((r.name, r.arm), []).append(r)
+    header = ["variant", "arm", "speed err [m/s]", "ee err [m]", "settled ee err [m] (stowed)", "survival"]
     header += [f"{n} viol. test / train" for n in names] + [f"{n} ep. cost" for n in names]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for name, runs in by_variant.items():
-        def mean(field, runs=runs) -> float:
-            return float(np.mean([field(r) for r in runs]))
+    for (name, arm), runs in by_variant.items():
+        def stat(field, digits: int = 3, runs=runs) -> str:
+            values = [field(r) for r in runs]
+            text = f"{np.mean(values):.{digits}f}"
+            return text + (f" ± {np.std(values):.{digits}f}" if len(values) > 1 else "")
 
-        row = [f"{name} (n={len(runs)})", f"{mean(lambda r: r.speed_error):.3f}", f"{mean(lambda r: r.ee_error):.3f}",
-               f"{mean(lambda r: r.settled_ee_error):.3f} ({mean(lambda r: r.stowed_ee_error):.3f})",
-               f"{mean(lambda r: r.survival):.3f}"]
-        row += [f"{mean(lambda r, n=n: r.violation_rate[n]):.4f} / {mean(lambda r, n=n: r.train_violation_rate(n)):.4f}"
+        row = [f"{name} (n={len(runs)})", arm, stat(lambda r: r.speed_error), stat(lambda r: r.ee_error),
+               f"{stat(lambda r: r.settled_ee_error)} ({stat(lambda r: r.stowed_ee_error)})", stat(lambda r: r.survival)]
+        row += [f"{stat(lambda r, n=n: r.violation_rate[n], 4)} / {stat(lambda r, n=n: r.train_violation_rate(n), 4)}"
                 for n in names]
-        row += [f"{mean(lambda r, n=n: r.episode_cost[n]):.2f}" for n in names]
+        row += [stat(lambda r, n=n: r.episode_cost[n], 2) for n in names]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 
@@ -177,18 +183,18 @@ def plot(results: list[VariantResult], path: Path) -> None:
     ax_ws, ax_bal, ax_lim, ax_arm = axes.flatten()
     shown = set()
     for r in results:
-        h = r.history
-        if r.name not in shown and "Curriculum/arm_workspace/progress" in h:
-            ax_ws.plot(h["Curriculum/arm_workspace/progress"], label=f"{r.name}: workspace progress")
-            ax_ws.plot(h["Curriculum/arm_workspace/score"], "--", label=f"{r.name}: arm tracking score")
-            ax_bal.plot(h["Curriculum/reward_balance/scale_base"], label=f"{r.name}: base")
-            ax_bal.plot(h["Curriculum/reward_balance/scale_arm"], "--", label=f"{r.name}: arm")
+        h, label = r.history, f"{r.name} ({r.arm})"
+        if label not in shown and "Curriculum/arm_workspace/progress" in h:
+            ax_ws.plot(h["Curriculum/arm_workspace/progress"], label=f"{label}: workspace progress")
+            ax_ws.plot(h["Curriculum/arm_workspace/score"], "--", label=f"{label}: arm tracking score")
+            ax_bal.plot(h["Curriculum/reward_balance/scale_base"], label=f"{label}: base")
+            ax_bal.plot(h["Curriculum/reward_balance/scale_arm"], "--", label=f"{label}: arm")
             for key, values in h.items():
                 if key.endswith("/limit"):
-                    ax_lim.plot(values, label=f"{r.name}: {key.split('/')[1]}")
-            shown.add(r.name)
+                    ax_lim.plot(values, label=f"{label}: {key.split('/')[1]}")
+            shown.add(label)
         if "Episode_Reward/ee_track" in h and r.seed == results[0].seed:
-            ax_arm.plot(h["Episode_Reward/ee_track"], label=r.name)
+            ax_arm.plot(h["Episode_Reward/ee_track"], label=label)
     for ax, title in ((ax_ws, "arm-constrained target curriculum"), (ax_bal, "reward-aware weight scales"),
                       (ax_lim, "cost limits (allowed violation rate)"), (ax_arm, "arm tracking reward (ee_track, per s)")):
         ax.set_title(title)
@@ -206,6 +212,7 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=150)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument("--arms", nargs="+", default=["joint_position"], choices=list(ARM_TASKS))
     parser.add_argument("--eval-episodes", type=int, default=256)
     parser.add_argument("--out", type=Path, default=Path("bench_results/loco_manip"))
     parser.add_argument("--from-json", type=Path, default=None, help="print the table and draw the figure of a results.json")
@@ -216,16 +223,17 @@ def main() -> None:
         print(table(results))
         plot(results, args.out / "curricula.png")
         return
-    steps = args.num_envs * make_agent_cfg(TASK).num_steps_per_env * args.iterations
+    steps = args.num_envs * make_agent_cfg(ARM_TASKS["joint_position"]).num_steps_per_env * args.iterations
     print(f"[loco_manip] {len(args.variants)} variants x seeds {args.seeds}: {args.num_envs} envs x {args.iterations} "
           f"iterations = {steps / 1e6:.2f}M env steps each; test: {args.eval_episodes} episodes of the final task")
     results = []
     for seed in args.seeds:
-        for name in args.variants:
-            policy, history, seconds = train(name, seed, args.num_envs, args.iterations, args.out / "logs")
-            scores = test(policy, seed, args.eval_episodes)
-            results.append(VariantResult(name, seed, train_time_s=seconds, history=history, **scores))
-            print(f"[loco_manip] {name} seed {seed}: trained in {seconds:.0f} s; ee error {scores['ee_error']:.3f} m, "
+        for name, arm in [(n, a) for n in args.variants for a in args.arms]:
+            task = ARM_TASKS[arm]
+            policy, history, seconds = train(name, task, seed, args.num_envs, args.iterations, args.out / "logs")
+            scores = test(policy, task, seed, args.eval_episodes)
+            results.append(VariantResult(name, seed, train_time_s=seconds, history=history, arm=arm, **scores))
+            print(f"[loco_manip] {name} ({arm} arm) seed {seed}: trained in {seconds:.0f} s; ee error {scores['ee_error']:.3f} m, "
                   f"(settled {scores['settled_ee_error']:.3f}, stowed arm {scores['stowed_ee_error']:.3f}), "
                   f"speed error {scores['speed_error']:.3f} m/s, survival {scores['survival']:.3f}, "
                   f"violations {', '.join(f'{k} {v:.4f}' for k, v in scores['violation_rate'].items())}", flush=True)
