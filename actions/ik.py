@@ -58,13 +58,21 @@ class TorchChain:
         linear = torch.linalg.cross(axes, tip.unsqueeze(-1) - anchors, dim=1)
         return tip.to(dtype), (rot @ self.tip_rot).to(dtype), torch.cat([linear, axes], 1).to(dtype)
 
-    def dls_step(self, q: torch.Tensor, target_pos: torch.Tensor, damping: float) -> torch.Tensor:
-        """The damped least-squares joint step (N, n) [rad] toward `target_pos` (N, 3) [m]: `Jᵀ (J Jᵀ + damping² I)⁻¹ e`."""
-        tip, _, jac = self.jacobian(q.double())
-        jac = jac[:, :3]
-        gram = jac @ jac.transpose(1, 2) + damping ** 2 * torch.eye(3, dtype=jac.dtype, device=q.device)
-        error = (target_pos.double() - tip).unsqueeze(-1)
-        return (jac.transpose(1, 2) @ torch.linalg.solve(gram, error)).squeeze(-1).to(q.dtype)
+    def dls_step(self, q: torch.Tensor, target_pos: torch.Tensor, damping: float, target_rot: torch.Tensor | None = None,
+                 rot_weight: float = 1.0) -> torch.Tensor:
+        """The damped least-squares joint step (N, n) [rad] toward `target_pos` (N, 3) [m], and toward `target_rot`
+        (N, 3, 3) weighted by `rot_weight` [m/rad] when given: `Jᵀ (J Jᵀ + damping² I)⁻¹ e`."""
+        tip, rot, jac = self.jacobian(q.double())
+        error = target_pos.double() - tip
+        if target_rot is None:
+            jac = jac[:, :3]
+        else:
+            rot_error = 0.5 * torch.linalg.cross(rot, target_rot.double(), dim=1).sum(-1)  # columns' cross products
+            error = torch.cat([error, rot_weight * rot_error], 1)
+            jac = torch.cat([jac[:, :3], rot_weight * jac[:, 3:]], 1)
+        size = error.shape[1]
+        gram = jac @ jac.transpose(1, 2) + damping ** 2 * torch.eye(size, dtype=jac.dtype, device=q.device)
+        return (jac.transpose(1, 2) @ torch.linalg.solve(gram, error.unsqueeze(-1))).squeeze(-1).to(q.dtype)
 
 
 def axis_angle_matrices(axis: torch.Tensor, angle: torch.Tensor) -> torch.Tensor:

@@ -67,13 +67,19 @@ def test_torch_twin_equals_the_numpy_chain_to_1e_5(model):
     q = _random_q(model, np.random.default_rng(1), 64)
     target = np.random.default_rng(2).uniform([-0.2, -0.5, -0.3], [0.6, 0.5, 0.5], size=(64, 3))
     pos, rot, jac = TorchChain(chain).jacobian(torch.as_tensor(q, dtype=torch.float32))
-    step = TorchChain(chain).dls_step(torch.as_tensor(q, dtype=torch.float32), torch.as_tensor(target, dtype=torch.float32), 0.05)
+    twin = TorchChain(chain)
+    q32, target32 = torch.as_tensor(q, dtype=torch.float32), torch.as_tensor(target, dtype=torch.float32)
+    step = twin.dls_step(q32, target32, 0.05)
+    target_rot = twin.jacobian(q32.flip(0))[1]  # other poses' tool orientations
+    pose_step = twin.dls_step(q32, target32, 0.05, target_rot=target_rot, rot_weight=0.3)
     for i in range(64):
         np_pos, np_rot, np_jac = chain.jacobian(q[i])
         np.testing.assert_allclose(pos[i].numpy(), np_pos, atol=1e-5)
         np.testing.assert_allclose(rot[i].numpy(), np_rot, atol=1e-5)
         np.testing.assert_allclose(jac[i].numpy(), np_jac, atol=1e-5)
         np.testing.assert_allclose(step[i].numpy(), chain.dls_step(q[i], target[i], 0.05), atol=1e-5)
+        np.testing.assert_allclose(pose_step[i].numpy(), chain.dls_step(q[i], target[i], 0.05, target_rot=target_rot[i].numpy(),
+                                                                        rot_weight=0.3), atol=1e-5)
 
 
 def test_repeated_dls_steps_reach_a_reachable_target(model):
