@@ -95,7 +95,7 @@ def apply_variant(cfg, variant: str) -> None:
         cfg.privilege_level = 0.0
         cfg.curriculum.pop("privilege", None)
     elif variant == "force_actions":
-        cfg.privileges.pop("attraction")
+        cfg.privileges.pop("attraction", None)
         cfg.actions["virtual_force"] = ActionTermCfg(cls=VirtualForceAction, joints=(), params={"body": "object", "max_force": 6.0})
 
 

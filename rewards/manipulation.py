@@ -11,6 +11,7 @@ import torch
 
 from batonlab.env.terms import ProgressTerm
 from batonlab.observations.objects import body_pos, ee_to_body, touch_flags
+from batonlab.utils.quaternions import quat_rotate
 
 
 def reach_object_tanh(env, body: str, sensor: str, std: float) -> torch.Tensor:
@@ -76,6 +77,18 @@ def object_pushed_to(env, body: str, goal: float, std: float, axis: int = 0) -> 
     (0: x, 1: y) [m] (0 once it is there): pays for pushing an object toward an edge."""
     shortfall = (goal - body_pos(env, body)[:, axis]).clamp(min=0.0)
     return 1.0 - torch.tanh(shortfall / std)
+
+
+def tool_axis_aligned_near(env, quat_sensor: str, local_axis: tuple[float, float, float],
+                           direction: tuple[float, float, float], body: str, sensor: str, std: float) -> torch.Tensor:
+    """`|tool axis · direction| · (1 - tanh(distance / std))`: pays for turning a tool axis (`local_axis` in the
+    tool frame, its orientation from `quat_sensor` in the world frame) along (or against) the world
+    `direction` while the tool point is near the object [m], e.g. a gripper's finger axis vertical to pinch
+    a flat object across its thickness."""
+    quat = env.sim.sensor(quat_sensor)
+    axis = quat_rotate(quat, torch.as_tensor(local_axis, dtype=quat.dtype, device=quat.device).expand(quat.shape[0], 3))
+    alignment = (axis * torch.as_tensor(direction, dtype=quat.dtype, device=quat.device)).sum(dim=1).abs()
+    return alignment * (1.0 - torch.tanh(ee_to_body(env, body, sensor).norm(dim=1) / std))
 
 
 def object_below(env, body: str, z: float) -> torch.Tensor:

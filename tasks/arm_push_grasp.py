@@ -9,10 +9,13 @@ and the wrist rolled a quarter turn. The reward is `arm_lift`'s (reach, lift in 
 widened to the box's half length and requiring both finger pads on it, plus a push toward the edge (full
 once the box overhangs it by 6 cm, its centre still 2 cm over the table).
 
+A shaping term pays for the finger axis turned vertical near the box (`tool_axis_aligned_near`), and
+the reach term is flat near the box (std 0.3 m), so pressing on its top pays no more than the pinch pose.
+
 Privileges (λ = 1 at the start, lowered by `PrivilegeSchedule`): the box starts λ · 23 cm closer to the
-edge (`HeadStart`: at λ = 1 it already overhangs, at λ = 0 it must be pushed there); a virtual force pulls
-the box toward the tool point and carries its weight while both finger pads touch it; the gripper passes
-through the table; the box slides on a slippery table. Why the edge is at the side, not in front, and the
+edge (`HeadStart`: at λ = 1 it already overhangs, at λ = 0 it must be pushed there); the gripper passes
+through the table; the box slides on a slippery table. No attraction force: with it the teacher learned
+to press the box from above and let the force hold it, a grasp that is gone at λ = 0 (docs/PRIVILEGES.md). Why the edge is at the side, not in front, and the
 box light: docs/PRIVILEGES.md ("arm_push_grasp's geometry").
 """
 
@@ -85,7 +88,12 @@ def make_arm_push_grasp_cfg(play: bool = False) -> TaskCfg:
                                         params={"body": "object", "goal": PUSH_GOAL_Y, "std": 0.1, "axis": 1}, weight=2.0)
     cfg.events["object"].params.update(x_range=(0.33, 0.43), y_range=(-0.05, 0.05), yaw_range=(-0.2, 0.2),
                                        size_scale=(0.9, 1.0), mass_range=(0.05, 0.15), friction_range=(0.5, 1.0))
-    cfg.privileges["attraction"].params["touch_sensors"] = PAD_CONTACTS  # carry its weight while pinched
+    cfg.privileges.pop("attraction")
+    cfg.rewards["reach"].params["std"] = 0.3
+    cfg.rewards["pinch_pose"] = RewardTermCfg(
+        func=manipulation.tool_axis_aligned_near,
+        params={"quat_sensor": "ee_quat_b", "local_axis": (0.0, 1.0, 0.0), "direction": (0.0, 0.0, 1.0),
+                "body": "object", "sensor": "ee_pos_w", "std": 0.3}, weight=1.0)
     cfg.observations["privileged"].terms["contacts"].params["sensors"] = PAD_CONTACTS
     cfg.privileges["head_start"] = PrivilegeTermCfg(
         func=HeadStart, params={"body": "object", "shift": (0.0, HEAD_START), "max_xy": (None, PUSH_GOAL_Y)})

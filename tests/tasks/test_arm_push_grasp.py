@@ -53,10 +53,13 @@ def test_a_scripted_pinch_lifts_the_overhanging_box_at_level_zero():
     behind = pinch - [0.12, 0.0, 0.0]
     stages = [(1.5, behind + [0.0, 0.0, 0.2], 1.0), (1.0, behind, 1.0), (1.0, pinch, 1.0), (0.6, pinch, -1.0),
               (2.0, pinch + [0.0, 0.0, 0.16], -1.0)]  # above, down beside the table, slide in, close, lift
-    success = cfg.success
-    for seconds, target, grip in stages:
+    success, pinch_pose = cfg.success, cfg.rewards["pinch_pose"]
+    assert (pinch_pose.func(env, **pinch_pose.params) < 0.3).all(), "home pose: fingers horizontal"
+    for k, (seconds, target, grip) in enumerate(stages):
         for _ in range(round(seconds / env.step_dt)):
             script.step(target, forward_fingers_vertical, grip)
+        if k == 3:  # pinched: the shaping term pays (nearly) in full
+            assert (pinch_pose.func(env, **pinch_pose.params) > 0.6).all()
     assert body_pos(env, "object")[0, 2] > box[2] + 0.10
     assert success.func(env, **success.params).all()
     env.close()
