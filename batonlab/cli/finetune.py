@@ -9,8 +9,6 @@ run's, else a fresh one. A resumed fine-tune is an RL run like any other (`resum
 checkpoint rebuilds the actor, and `finetune=` is not read again. PPO's adaptive step starts at its floor
 (`FINETUNE_LEARNING_RATE`, unless `agent.algorithm.learning_rate` is given) and rises while the policy's KL
 stays below the target: Adam's first steps at a fresh run's 1e-3 moved a trained student far from itself.
-The entropy bonus is off (`FINETUNE_ENTROPY_COEF`, unless `agent.algorithm.entropy_coef` is given): the
-student's rollout noise is its teacher's, and the bonus only widened it.
 """
 
 from __future__ import annotations
@@ -29,10 +27,6 @@ FINETUNE_LEARNING_RATE = 1e-5
 """A fine-tune's first learning rate with the adaptive schedule (rsl-rl's floor; it grows ×1.5 per mini-batch
 while the KL is under half the target). Evidence: docs/PRIVILEGES.md (arm_lift: success 0.70 → 0.11 in the first
 actor update at 1e-3; no drop from 1e-5)."""
-
-FINETUNE_ENTROPY_COEF = 0.0
-"""A fine-tune's entropy bonus. Evidence: docs/PRIVILEGES.md (arm_lift: with the default bonus the noise widened
-0.10 → 0.16 and success fell to 0.53 by iteration 300; without it the noise stayed at 0.10)."""
 
 
 @dataclass
@@ -85,8 +79,5 @@ def resolve_finetune(inv: Invocation) -> FinetuneStart:
         inv.agent.algorithm.learning_rate = FINETUNE_LEARNING_RATE
         print(f"[batonlab] fine-tune: the adaptive learning rate starts at {FINETUNE_LEARNING_RATE:g} "
               "(set agent.algorithm.learning_rate=... to start elsewhere)")
-    if not any(o.key_or_group == "agent.algorithm.entropy_coef" for o in inv.task_overrides):
-        inv.agent.algorithm.entropy_coef = FINETUNE_ENTROPY_COEF
-        print("[batonlab] fine-tune: no entropy bonus (set agent.algorithm.entropy_coef=... to add one)")
     teacher = Path(state["teacher_cfg"]["checkpoint"])
     return FinetuneStart(student_checkpoint, teacher if teacher.is_file() else None)
