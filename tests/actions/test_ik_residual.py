@@ -67,6 +67,9 @@ def test_the_robot_computes_the_training_targets_from_the_manifest():
             robot = processor(full_raw, env.sim.qpos[i, qadr].numpy(), {"ee_target": commands[i]})
             executed = torch.maximum(torch.minimum(arm.processed_actions[i], arm.ctrl_high), arm.ctrl_low)  # as `apply`
             np.testing.assert_allclose(robot[part], executed.numpy(), atol=1e-5)
+    # A wild target (an operator's unit mix-up) still gives finite targets inside the control range.
+    wild = processor(np.zeros(manifest.action_dim), env.sim.qpos[0, qadr].numpy(), {"ee_target": np.array([1e6, -1e6, 1e6])})
+    assert np.isfinite(wild).all() and (wild >= manifest.ctrl_range[:, 0]).all() and (wild <= manifest.ctrl_range[:, 1]).all()
     env.close()
 
 
