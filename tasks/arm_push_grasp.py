@@ -10,13 +10,13 @@ widened to the box's half length and requiring both finger pads on it, plus a pu
 once the box overhangs it by 6 cm, its centre still 2 cm over the table).
 
 A shaping term pays for the finger axis turned vertical near the box (`tool_axis_aligned_near`), and
-the reach term is flat near the box (std 0.3 m), so pressing on its top pays no more than the pinch pose.
+the reach term is flat near the box (std 0.3 m: 0.90 pressing on its centre, 0.74 in the pinch pose).
 
 Privileges (λ = 1 at the start, lowered by `PrivilegeSchedule`): the box starts λ · 23 cm closer to the
 edge (`HeadStart`: at λ = 1 it already overhangs, at λ = 0 it must be pushed there); the gripper passes
 through the table; the box slides on a slippery table. No attraction force: with it the teacher learned
-to press the box from above and let the force hold it, a grasp that is gone at λ = 0 (docs/PRIVILEGES.md). Why the edge is at the side, not in front, and the
-box light: docs/PRIVILEGES.md ("arm_push_grasp's geometry").
+to press the box from above and let the force hold it, a grasp that is gone at λ = 0. Evidence, and why
+the edge is at the side and the box light: docs/PRIVILEGES.md ("arm_push_grasp's geometry").
 """
 
 from __future__ import annotations

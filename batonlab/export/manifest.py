@@ -190,9 +190,9 @@ def _pose_spec(model: mujoco.MjModel, position: str, orientation: str) -> Sensor
 
 
 def _action_term(name: str, term, default_qpos: np.ndarray) -> ActionTerm:
-    ik = getattr(term, "chain", None)
+    ik = term.action_type == "ik_residual"
     offset = term.offset.cpu().double().numpy()
-    if ik is not None:
+    if ik:
         use_default_offset = False  # the offset is the IK target, computed on the robot from the chain
     elif not offset.any():
         use_default_offset = False
@@ -209,7 +209,7 @@ def _action_term(name: str, term, default_qpos: np.ndarray) -> ActionTerm:
         clip=tuple(map(float, term.cfg.clip)) if term.cfg.clip is not None else None,
         use_default_offset=use_default_offset,
         max_target_rate=None if term.cfg.max_target_rate is None else float(term.cfg.max_target_rate),
-        ik=IKSpec(term.command, term.damping, term.chain) if ik is not None else None,
+        ik=IKSpec(term.command, term.damping, term.chain) if ik else None,
     )
 
 
