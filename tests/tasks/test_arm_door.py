@@ -192,8 +192,10 @@ class HookGraspScript(Arm6Script):
         super().__init__(env)
         c = math.cos(math.pi / 4)
         self.rotation = np.array([[0.0, c, c], [1.0, 0.0, 0.0], [0.0, c, -c]])  # columns: tool x, y (fingers), z
-        mujoco.mj_kinematics(self.model, self.data)  # nominal door: the hinge axis in the world
-        self.hinge = self.data.xanchor[self.model.joint(door_asset.HINGE_JOINT).id][:2].copy()
+        model = env.scene.model
+        data = mujoco.MjData(model)
+        mujoco.mj_kinematics(model, data)  # nominal door: the hinge axis in the world
+        self.hinge = data.xanchor[model.joint(door_asset.HINGE_JOINT).id][:2].copy()
 
     def step(self, pos: np.ndarray, door_angle: float, grip: float) -> None:
         c, s = math.cos(door_angle), math.sin(door_angle)
