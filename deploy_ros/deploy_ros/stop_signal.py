@@ -13,16 +13,26 @@ through writing its state file).
 The stop can also surface as an RCLError (a RuntimeError) about an invalid context: rclpy's executor
 checks the context, then builds its wait set, and a SIGINT that shuts the context down between the two
 makes the wait set fail (seen in CI). `spin_until_stopped` takes both forms as the stop they are.
+
+Tearing the node down can hang in the DDS layer: a node whose peers were killed at the same moment
+(their parent `batonlab deploy` SIGKILLed) was seen busy inside `destroy_node`, holding the GIL, for
+as long as it was left (CI once; 1 of 11 kills under load here). No Python thread or handler can run
+then, so the teardown runs under `teardown_deadline`: an alarm whose default action ends the process.
 """
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 from collections.abc import Callable
 
 import rclpy
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+
+
+TEARDOWN_DEADLINE_S = 5
+"""Longest a node's rclpy teardown (executor, node, context) may take before the kernel ends the process [s]."""
 
 
 def stop_through_rclpy() -> None:
@@ -47,6 +57,21 @@ def spin_until_stopped(executor, future) -> bool:
     return future.done()
 
 
+@contextlib.contextmanager
+def teardown_deadline(seconds: int = TEARDOWN_DEADLINE_S):
+    """The body runs under SIGALRM's default action (the process ends) armed for `seconds`; disarmed after.
+
+    Call from the main thread. A hang that holds the GIL is ended too: the kernel acts, not Python.
+    """
+    previous = signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def _leave_it_to_rclpy(signum, frame) -> None:
     """rclpy has already shut the context down when this runs."""
 
@@ -64,7 +89,7 @@ def run_node(label: str, build: Callable[[], object], refusals: tuple[type[BaseE
 
     stop_through_rclpy()
     rclpy.init(args=args)
-    node, code = None, 0
+    node, executor, code = None, None, 0
     try:
         node = build()
         node.get_logger().info(f"{freeze_startup_objects()} start-up objects frozen out of the garbage collector")
@@ -86,7 +111,11 @@ def run_node(label: str, build: Callable[[], object], refusals: tuple[type[BaseE
     finally:
         stop_through_rclpy()  # rclpy restored the default handler at shutdown: a second Ctrl-C must not cut the cleanup
         if node is not None:
-            close(node)
-            node.destroy_node()
-        rclpy.try_shutdown()
+            close(node)  # what the node keeps (results, bags) is written before the teardown that can hang
+        with teardown_deadline():
+            if executor is not None:
+                executor.shutdown()  # drops its wait generator, which can hold the node's entities in use
+            if node is not None:
+                node.destroy_node()
+            rclpy.try_shutdown()
     return code

@@ -117,3 +117,31 @@ def test_sim_robot_node_stops_on_sigint_with_exit_0_and_no_traceback(tmp_path):
     assert "Traceback" not in output and "KeyboardInterrupt" not in output, output
     assert state_file.exists(), "the cleanup ran to its end"
     assert "start-up objects frozen out of the garbage collector" in output, output
+
+
+HANG = """
+import re, sys, time
+from deploy_ros.stop_signal import teardown_deadline
+
+with teardown_deadline(1):
+    if sys.argv[1] == "hang":
+        # Catastrophic backtracking: the regex engine runs in C for minutes without releasing the GIL, as
+        # Fast DDS's participant teardown was seen doing inside destroy_node.
+        re.match(r"(a+)+$", "a" * 40 + "!")
+time.sleep(1.5)  # past the deadline: it was disarmed
+print("alive", flush=True)
+"""
+
+
+@pytest.mark.parametrize("body", ["hang", "quick"])
+def test_a_teardown_that_hangs_holding_the_gil_is_ended_by_the_deadline(body):
+    """The nodes' rclpy teardown runs under `teardown_deadline`: a hang in C code that holds the GIL (no Python
+    handler could run) ends the process with SIGALRM; a teardown that finishes in time leaves the process alive."""
+    start = time.monotonic()
+    result = subprocess.run([sys.executable, "-c", HANG, body], capture_output=True, text=True, timeout=60,
+                            env=ros_environment(new_domain_id()))
+    if body == "hang":
+        assert result.returncode == -signal.SIGALRM, result.stdout + result.stderr
+        assert time.monotonic() - start < 30
+    else:
+        assert result.returncode == 0 and result.stdout.strip() == "alive", result.stdout + result.stderr
