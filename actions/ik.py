@@ -14,6 +14,7 @@ from batonlab.actions.joint import JointPositionAction
 from batonlab.deploy.kinematics import KinematicChain, quat_to_matrix
 from batonlab.env.cfg import ActionTermCfg
 from batonlab.robots.kinematics import chain_from_model
+from batonlab.utils.quaternions import quat_to_matrix as quat_matrices
 
 
 class TorchChain:
@@ -87,10 +88,12 @@ def axis_angle_matrices(axis: torch.Tensor, angle: torch.Tensor) -> torch.Tensor
 class IKResidualAction(JointPositionAction):
     """Arm position targets around a damped least-squares IK step: `target = q + dls_step(q, command) + scale * action`.
 
-    `cfg.params`: `command` (the end-effector target command, (N, 3) in the chain's base frame [m]),
-    `base` (the base body), `site` (the tool point), `damping` (DLS damping [m]; 0.05 as in the seed
-    method). The policy's action is a residual [unit action → `scale` rad] on the IK target; the command
-    filter (`max_target_rate`) applies to the sum, as on the robot.
+    `cfg.params`: `command` (the end-effector target command in the chain's base frame: a point (N, 3) [m] or a
+    pose (N, 7), position then quaternion w x y z), `base` (the base body), `site` (the tool point), `damping`
+    (DLS damping [m]; 0.05 as in the seed method), `orientation_weight` (metres per radian of orientation
+    error in the step; 0, the default, steps toward the position alone; > 0 needs a pose command). The
+    policy's action is a residual [unit action → `scale` rad] on the IK target; the command filter
+    (`max_target_rate`) applies to the sum, as on the robot.
     """
 
     action_type = "ik_residual"
@@ -101,6 +104,9 @@ class IKResidualAction(JointPositionAction):
         self.env = env
         self.command = params["command"]
         self.damping = float(params.get("damping", 0.05))
+        self.orientation_weight = float(params.get("orientation_weight", 0.0))
+        if self.orientation_weight < 0:
+            raise ValueError(f"orientation_weight must be >= 0, got {self.orientation_weight}")
         self.chain = chain_from_model(env.scene.model, params["base"], params["site"], tuple(cfg.joints))
         self.torch_chain = TorchChain(self.chain, env.device)
         self.offset = torch.zeros_like(self.offset)
@@ -109,7 +115,14 @@ class IKResidualAction(JointPositionAction):
         """Store the raw actions; targets = joint positions + IK step + scaled residual, then the command filter."""
         q = self.env.sim.qpos.index_select(1, self.qpos_adr)
         target = self.env.command_manager.command(self.command)
-        self.offset = q + self.torch_chain.dls_step(q, target, self.damping)
+        if self.orientation_weight > 0:
+            if target.shape[1] != 7:
+                raise ValueError(f"orientation_weight needs a pose command; '{self.command}' has {target.shape[1]} values")
+            step = self.torch_chain.dls_step(q, target[:, :3], self.damping, quat_matrices(target[:, 3:]),
+                                             self.orientation_weight)
+        else:
+            step = self.torch_chain.dls_step(q, target[:, :3], self.damping)
+        self.offset = q + step
         super().process(actions)
 
     def saturation_bounds(self) -> tuple[torch.Tensor, torch.Tensor]:

@@ -4,6 +4,7 @@
 Installed as `batonlab.commands`; each module holds one family of terms, all re-exported here for task configs."""
 
 from batonlab.commands.base_velocity import BaseVelocityCommand
+from batonlab.commands.ee_pose import EndEffectorPoseCommand
 from batonlab.commands.ee_target import (
     NUM_CANDIDATES,
     EndEffectorTargetCommand,

@@ -107,13 +107,13 @@ class EndEffectorTargetCommand(PositionCommand):
         self.ee_sensor = ee_sensor
         self.root_joint = root_joint
         self.mount_offset = torch.tensor(mount_offset, dtype=torch.float32, device=device)
-        self.start = self.stowed_position.repeat(env.num_envs, 1)
-        """Where the target was when the current goal was drawn, (num_envs, 3) [m]."""
+        self.command[:] = torch.tensor(self.default_value(), device=device)
+        self.start = self.command.clone()
+        """Where the target was when the current goal was drawn, (num_envs, dim)."""
         self.goal = self.start.clone()
-        """The last draw, which the target glides to, (num_envs, 3) [m]."""
+        """The last draw, which the target glides to, (num_envs, dim)."""
         self.phase = torch.ones(env.num_envs, device=device)
         """Progress of the glide from `start` to `goal`, in [0, 1]."""
-        self.command[:] = self.stowed_position
         self.metrics = {k: torch.zeros(env.num_envs, device=device) for k in ("ee_error", "time")}
         self.mocap_id = self.marker_id(marker_mocap)
 
@@ -141,18 +141,25 @@ class EndEffectorTargetCommand(PositionCommand):
         """Glide the target from `start` to `goal` (smoothstep over `transition_s`), accumulate metrics, resample."""
         self.phase = (self.phase + dt / self.transition_s).clamp(max=1.0)
         s = self.phase * self.phase * (3.0 - 2.0 * self.phase)
-        self.command[:] = self.start + (self.goal - self.start) * s.unsqueeze(-1)
-        if self.ee_sensor is not None:
-            error = torch.linalg.vector_norm(self.env.sim.sensor(self.ee_sensor) - self.command, dim=-1)
-            self.metrics["ee_error"] += error * dt
+        self._glide(s)
+        self._accumulate_errors(dt)
         self.metrics["time"] += dt
         super().update(dt)
         self._move_marker()
 
+    def _glide(self, s: torch.Tensor) -> None:
+        """The command at glide fraction `s` (num_envs,) from `start` to `goal`."""
+        self.command[:] = self.start + (self.goal - self.start) * s.unsqueeze(-1)
+
+    def _accumulate_errors(self, dt: float) -> None:
+        if self.ee_sensor is not None:
+            error = torch.linalg.vector_norm(self.env.sim.sensor(self.ee_sensor) - self.command[:, :3], dim=-1)
+            self.metrics["ee_error"] += error * dt
+
     def reset(self, env_ids: torch.Tensor) -> dict[str, float]:
         """Start the resetting envs' target at the stowed position, zero their metrics, draw their first goal."""
         # A new episode starts with the arm stowed: the target starts there and glides to the first draw.
-        self.command[env_ids] = self.stowed_position
+        self.command[env_ids] = torch.tensor(self.default_value(), device=self.command.device)
         for index, value in self._fixed.items():
             self.command[env_ids, index] = value
         for value in self.metrics.values():
@@ -168,7 +175,7 @@ class EndEffectorTargetCommand(PositionCommand):
     def _move_marker(self) -> None:
         if self.mocap_id is None:
             return
-        target_b = self.mount_offset + self.command
+        target_b = self.mount_offset + self.command[:, :3]
         world = root_pos_w(self.env, self.root_joint) + quat_rotate(root_quat_w(self.env, self.root_joint), target_b)
         self.env.sim.mocap_pos[:, self.mocap_id] = world.to(self.env.sim.mocap_pos.device)
 

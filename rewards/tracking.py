@@ -6,11 +6,23 @@ from __future__ import annotations
 import torch
 
 from batonlab.env.terms import ProgressTerm
+from batonlab.utils.quaternions import quat_angle_between
 
 
 def position_command_error(env, command: str, sensor: str) -> torch.Tensor:
-    """Distance between a position sensor (e.g. end-effector in the base frame) and a position command [m]."""
-    return torch.linalg.vector_norm(env.sim.sensor(sensor) - env.command_manager.command(command), dim=-1)
+    """Distance between a position sensor (e.g. end-effector in the base frame) and the position of a point or pose
+    command (its first three components) [m]."""
+    return torch.linalg.vector_norm(env.sim.sensor(sensor) - env.command_manager.command(command)[:, :3], dim=-1)
+
+
+def orientation_command_error(env, command: str, sensor: str) -> torch.Tensor:
+    """Angle between a `framequat` sensor and the orientation of a pose command (components 3:7, w x y z) [rad]."""
+    return quat_angle_between(env.sim.sensor(sensor), env.command_manager.command(command)[:, 3:7])
+
+
+def orientation_command_error_exp(env, command: str, sensor: str, std: float) -> torch.Tensor:
+    """`exp(-angle² / std²)` of `orientation_command_error` [rad]."""
+    return torch.exp(-orientation_command_error(env, command, sensor).square() / std**2)
 
 
 def position_command_error_tanh(env, command: str, sensor: str, std: float) -> torch.Tensor:

@@ -26,7 +26,7 @@ import torch
 
 from batonlab import events, observations, terminations
 from batonlab.actions import IKResidualAction, JointPositionAction
-from batonlab.commands import EndEffectorTargetCommand
+from batonlab.commands import EndEffectorPoseCommand, EndEffectorTargetCommand
 from batonlab.curricula.arm_workspace import ArmWorkspaceCurriculum
 from batonlab.curricula.cost_limits import CostLimitSchedule
 from batonlab.curricula.reward_balance import RewardBalanceCurriculum
@@ -71,6 +71,23 @@ IK_DAMPING = 0.05
 
 IK_RESIDUAL_SCALE = 0.25
 """Residual joint offset per unit action on top of the IK step [rad] (a first value, not tuned yet)."""
+
+IK_ORIENTATION_WEIGHT = 0.1
+"""Metres per radian of tool orientation error in the pose task's IK step (a first value, not tuned yet)."""
+
+EE_QUAT_SENSOR = "ee_quat_b"
+"""Tool orientation in the arm base frame (w, x, y, z)."""
+
+EE_POSE = "ee_pose_b"
+"""The tool pose the pose task's policy reads (`sensor_pose` of `ee_pos_b` and `ee_quat_b`; on the robot
+`sensors/ee_pose_b`, geometry_msgs/PoseStamped)."""
+
+TOOL_TILT_RANGE = (-0.4, 0.4)
+TOOL_ROLL_RANGE = (-0.5, 0.5)
+"""The pose task's orientation draws around the stowed tool turned to face the target [rad]."""
+
+SUCCESS_MAX_ORIENT_ERROR = 0.3
+"""The pose task's success also needs the episode's mean tool orientation error below this [rad]."""
 
 TORQUE_FRACTION = 0.8
 """Share of an arm motor's torque limit that counts as over-torque [-]."""
@@ -223,11 +240,16 @@ def make_wl_loco_manip_cfg(play: bool = False) -> TaskCfg:
     return cfg
 
 
-def ee_tracked_and_survived(env, command: str, max_mean_error: float) -> torch.Tensor:
-    """True where the episode ran to its time limit with a mean end-effector error below `max_mean_error` [m]."""
+def ee_tracked_and_survived(env, command: str, max_mean_error: float,
+                            max_mean_orient_error: float | None = None) -> torch.Tensor:
+    """True where the episode ran to its time limit with a mean end-effector error below `max_mean_error` [m] (and,
+    when given, a mean orientation error below `max_mean_orient_error` [rad])."""
     metrics = env.command_manager.terms[command].metrics
-    mean_error = metrics["ee_error"] / metrics["time"].clamp(min=1e-6)
-    return terminations.survived(env) & (mean_error < max_mean_error)
+    time = metrics["time"].clamp(min=1e-6)
+    done = terminations.survived(env) & (metrics["ee_error"] / time < max_mean_error)
+    if max_mean_orient_error is not None:
+        done &= metrics["ee_orient_error"] / time < max_mean_orient_error
+    return done
 
 
 def make_wl_loco_manip_agent_cfg() -> RunnerCfg:
@@ -252,7 +274,32 @@ def make_wl_loco_manip_ik_cfg(play: bool = False) -> TaskCfg:
     return cfg
 
 
+def make_wl_loco_manip_pose_cfg(play: bool = False) -> TaskCfg:
+    """`wl_loco_manip_ik` toward a tool pose: the target carries an orientation (`EndEffectorPoseCommand`, on the
+    robot `commands/ee_target` as geometry_msgs/PoseStamped), the IK step turns toward it, the policy reads the tool
+    pose and is paid for the orientation too."""
+    cfg = make_wl_loco_manip_ik_cfg(play)
+    geometry = wl.arm_geometry()
+    target = cfg.commands[EE_COMMAND]
+    target.cls = EndEffectorPoseCommand
+    target.params.update(stowed_quat=geometry.stowed_ee_quat, tilt_range=TOOL_TILT_RANGE, roll_range=TOOL_ROLL_RANGE,
+                         ee_quat_sensor=EE_QUAT_SENSOR)
+    cfg.actions["arm"].params["orientation_weight"] = IK_ORIENTATION_WEIGHT
+    for group in ("policy", "critic"):
+        terms = cfg.observations[group].terms
+        position = terms["ee_pos"]
+        terms["ee_pos"] = ObsTermCfg(func=observations.sensor_pose, noise_std=position.noise_std,
+                                     params={"name": EE_POSE, "position": EE_SENSOR, "orientation": EE_QUAT_SENSOR})
+    cfg.rewards["ee_orient"] = RewardTermCfg(func=tracking.orientation_command_error_exp,
+                                             params={"command": EE_COMMAND, "sensor": EE_QUAT_SENSOR, "std": 0.4},
+                                             weight=1.0)
+    cfg.success.params["max_mean_orient_error"] = SUCCESS_MAX_ORIENT_ERROR
+    return cfg
+
+
 register("wl_loco_manip", make_wl_loco_manip_cfg, make_wl_loco_manip_agent_cfg,
          "wheel-legged robot with arm: one whole-body policy drives and reaches a moving target (P3O, curricula)")
 register("wl_loco_manip_ik", make_wl_loco_manip_ik_cfg, make_wl_loco_manip_agent_cfg,
          "wl_loco_manip with the arm as a residual on damped least-squares IK toward the target")
+register("wl_loco_manip_pose", make_wl_loco_manip_pose_cfg, make_wl_loco_manip_agent_cfg,
+         "wl_loco_manip_ik toward a tool pose (position and orientation; PoseStamped on the robot)")

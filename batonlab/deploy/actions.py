@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from batonlab.deploy.kinematics import quat_to_matrix
 from batonlab.deploy.manifest import IKSpec, Manifest
+from batonlab.deploy.pose import canonical_pose
 
 from batonlab.deploy.wiring import EFFORT, POSITION, VELOCITY, command_interface  # noqa: F401  (re-exported)
 
@@ -49,6 +51,8 @@ class ActionProcessor:
             offset = offset.copy()
             for part, ik in self.ik_terms:
                 q = np.asarray(joint_pos[part], dtype=np.float64)
-                offset[part] = q + ik.chain.dls_step(q, np.asarray(commands[ik.command], dtype=np.float64)[:3], ik.damping)
+                target = np.asarray(commands[ik.command], dtype=np.float64)
+                rot = quat_to_matrix(canonical_pose(target)[3:]) if ik.orientation_weight > 0 else None
+                offset[part] = q + ik.chain.dls_step(q, target[:3], ik.damping, rot, ik.orientation_weight)
         target = offset + self.scale * np.clip(raw, self.clip_low, self.clip_high)
         return np.minimum(np.maximum(target, self.ctrl_low), self.ctrl_high)

@@ -38,6 +38,7 @@ from batonlab.deploy.manifest_sections import (
 )
 from batonlab.deploy.manifest_robot import HeldJoints, SensorSpec, StopSpec
 from batonlab.deploy.manifest_v1 import upgrade_v1
+from batonlab.deploy.pose import POSE_FIELDS
 
 __all__ = [
     "ACTION_TYPES", "ActionTerm", "ActuatedJoints", "CommandSpec", "ControlTiming", "MANIFEST_FILE", "Manifest",
@@ -97,6 +98,9 @@ class Manifest:
             if a.ik is not None and (a.ik.command not in self.commands or self.commands[a.ik.command].dim < 3):
                 raise ManifestError(f"action term '{a.name}' steers the tool to command '{a.ik.command}', which is not "
                                     f"a command of 3 or more values of this manifest (commands: {list(self.commands)})")
+            if a.ik is not None and a.ik.orientation_weight > 0 and not self.commands[a.ik.command].pose:
+                raise ManifestError(f"action term '{a.name}' turns the tool toward the orientation of command "
+                                    f"'{a.ik.command}', which is not a pose (fields {list(POSE_FIELDS)})")
         missing = [j for j in self.joints.names if j not in self.default_joint_pos]
         if missing:
             raise ManifestError(f"default_joint_pos has no value for the action joints {missing}")

@@ -15,6 +15,7 @@ import numpy as np
 
 from batonlab.deploy.kinematics import KinematicChain
 from batonlab.deploy.manifest_json import ManifestError, bounds, clip_range, finite_or_null, numbers, required, required_number
+from batonlab.deploy.pose import POSE_FIELDS
 
 ACTION_TYPES = ("joint_position", "joint_velocity", "joint_effort", "ik_residual")
 """Action term types this runtime can post-process."""
@@ -28,25 +29,32 @@ class IKSpec:
     """An `ik_residual` term's IK step: `target = q + chain.dls_step(q, commands[command], damping) + scale * raw`."""
 
     command: str
-    """The command the tool point goes to (its first 3 values: a position in the chain's base frame [m])."""
+    """The command the tool point goes to: a position (its first 3 values) in the chain's base frame [m], then, for
+    a pose command, the orientation quaternion (w, x, y, z) the step also turns toward when `orientation_weight` > 0."""
     damping: float
     """Damped least-squares damping [m]."""
     chain: KinematicChain
+    orientation_weight: float = 0.0
+    """Metres per radian of orientation error in the step; 0: position only."""
 
     def to_json(self) -> dict[str, Any]:
         """The IK step as a JSON object."""
-        return {"command": self.command, "damping": self.damping, "chain": self.chain.to_json()}
+        return {"command": self.command, "damping": self.damping, "orientation_weight": self.orientation_weight,
+                "chain": self.chain.to_json()}
 
     @classmethod
     def from_json(cls, data: Any, label: str) -> IKSpec:
-        """The IK step of the JSON object at `label`."""
+        """The IK step of the JSON object at `label` (`orientation_weight` absent: 0, as before it existed)."""
         if not isinstance(data, dict):
             raise ManifestError(f"field '{label}' should be an object (command, damping, chain), got {type(data).__name__}")
         damping = required_number(data, label, "damping")
         if not (math.isfinite(damping) and damping > 0.0):
             raise ManifestError(f"field '{label}.damping' should be a finite number > 0 [m], got {damping}")
+        weight = required_number(data, label, "orientation_weight") if "orientation_weight" in data else 0.0
+        if not (math.isfinite(weight) and weight >= 0.0):
+            raise ManifestError(f"field '{label}.orientation_weight' should be a finite number >= 0 [m/rad], got {weight}")
         return cls(command=required(data, label, "command", str), damping=float(damping),
-                   chain=KinematicChain.from_json(data.get("chain"), f"{label}.chain"))
+                   chain=KinematicChain.from_json(data.get("chain"), f"{label}.chain"), orientation_weight=float(weight))
 
 
 @dataclass(frozen=True)
@@ -294,6 +302,12 @@ class CommandSpec:
     """Names of the components, e.g. ("lin_vel_x", "ang_vel_z", "height"); empty in older manifests."""
     default: tuple[float, ...] | None = None
     """The value before (or without) an operator, e.g. standing still; None: required before a start."""
+
+    @property
+    def pose(self) -> bool:
+        """A pose command (fields `POSE_FIELDS`): it arrives as geometry_msgs/PoseStamped; a quaternion off unit
+        length is rejected as a non-finite command is."""
+        return self.fields == POSE_FIELDS
 
     def __post_init__(self):
         if self.fields and len(self.fields) != self.dim:

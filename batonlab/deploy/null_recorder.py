@@ -58,6 +58,10 @@ class NullRecorder:
     def task_command(self, name: str, stamp_ns: int, values, frame_id: str = "", header_ns: int | None = None) -> None:
         """Dropped."""
 
+    def task_command_pose(self, name: str, stamp_ns: int, values, frame_id: str = "",
+                          header_ns: int | None = None) -> None:
+        """Dropped."""
+
     def sensor(self, name: str, stamp_ns: int, values, frame_id: str = "", header_ns: int | None = None) -> None:
         """Dropped."""
 

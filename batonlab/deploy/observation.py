@@ -124,16 +124,19 @@ class LastAction:
 
 
 class GeneratedCommand:
-    """`observations.generated_command`: a command input (target, velocity) received from outside."""
+    """`observations.generated_command`: a command input (target, velocity) received from outside; a pose command's
+    quaternion made unit, w >= 0, as training's."""
 
     def __init__(self, ctx: ObsContext, command: str):
         if command not in ctx.manifest.commands:
             raise ManifestError(f"observation reads command '{command}', which the manifest does not list")
         self.name = command
         self.size = ctx.commands[command] = ctx.manifest.commands[command].dim
+        self.pose = ctx.manifest.commands[command].pose
 
     def __call__(self, inputs: RobotInputs) -> np.ndarray:
-        return inputs.vectors[self.name]
+        value = inputs.vectors[self.name]
+        return canonical_pose(value) if self.pose else value
 
 
 class Sensor:

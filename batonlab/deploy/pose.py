@@ -21,6 +21,9 @@ import numpy as np
 POSE_DIM = 7
 """Position (3) [m] then orientation quaternion (w, x, y, z) (4)."""
 
+POSE_FIELDS = ("x", "y", "z", "qw", "qx", "qy", "qz")
+"""The field names of a pose command (the manifest's `commands.<name>.fields`)."""
+
 QUAT_NORM_TOLERANCE = 0.01
 """A pose whose quaternion's length differs from 1 by more than this is not a reading."""
 

@@ -188,6 +188,12 @@ class BagRecorder:
         """A task command (e.g. a reach target) on `/commands/<name>`."""
         self._put(vector_record(stamp_ns, header_ns, COMMAND_TOPIC_PREFIX + name, frame_id, values))
 
+    def task_command_pose(self, name: str, stamp_ns: int, values, frame_id: str = "",
+                          header_ns: int | None = None) -> None:
+        """A pose command (x, y, z [m], qw, qx, qy, qz in `frame_id`, e.g. an end-effector target) on
+        `/commands/<name>`, as geometry_msgs/PoseStamped."""
+        self._put(pose_record(stamp_ns, header_ns, COMMAND_TOPIC_PREFIX + name, frame_id, values))
+
     def sensor(self, name: str, stamp_ns: int, values, frame_id: str = "", header_ns: int | None = None) -> None:
         """A sensor the policy reads by name (e.g. the tool point `ee_pos_b`) on `/sensors/<name>`."""
         self._put(vector_record(stamp_ns, header_ns, SENSOR_TOPIC_PREFIX + name, frame_id, values))

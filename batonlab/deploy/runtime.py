@@ -151,7 +151,8 @@ class DeployRuntime:
             default = np.asarray(defaults[name], dtype=np.float64) if name in defaults else None
             if default is not None and default.shape != (dim,):
                 raise ValueError(f"default of command '{name}' must have {dim} values, got {default.shape}")
-            self.vectors[name] = VectorInput(name, dim, "command", default, timeouts.get(name))
+            self.vectors[name] = VectorInput(name, dim, "command", default, timeouts.get(name),
+                                             pose=manifest.commands[name].pose)
         self.tick = 0
         self._estop_heartbeat: float | None = None
         """Arrival of the last estop=false (heartbeat mode) [s]."""
@@ -212,7 +213,8 @@ class DeployRuntime:
     def set_vector(self, name: str, values: Sequence[float], now: float) -> bool:
         """A sensor reading or a command by manifest name.
 
-        Non-finite commands are rejected (returns False) and the previous value holds; non-finite
+        Non-finite commands (and pose commands whose quaternion is off unit length) are rejected (returns False)
+        and the previous value holds; non-finite
         sensor readings (and poses whose quaternion is off unit length) are stored, and stop the robot
         at the next step. A malformed message (unknown name, wrong width) raises `InputError`, and
         stops a commanding robot.
@@ -227,7 +229,7 @@ class DeployRuntime:
         except InputError as err:
             self.safety.fault(f"bad {name}: {err}", now)
             raise
-        if slot.kind == "command" and not np.isfinite(values).all():
+        if slot.kind == "command" and (not np.isfinite(values).all() or (slot.pose and pose_problem(values))):
             return False
         slot.value, slot.stamp = values, now
         slot.gaps.record(0, now)

@@ -209,7 +209,7 @@ def _action_term(name: str, term, default_qpos: np.ndarray) -> ActionTerm:
         clip=tuple(map(float, term.cfg.clip)) if term.cfg.clip is not None else None,
         use_default_offset=use_default_offset,
         max_target_rate=None if term.cfg.max_target_rate is None else float(term.cfg.max_target_rate),
-        ik=IKSpec(term.command, term.damping, term.chain) if ik else None,
+        ik=IKSpec(term.command, term.damping, term.chain, term.orientation_weight) if ik else None,
     )
 
 

@@ -104,15 +104,17 @@ class ArmGeometry:
     """Shoulder pitch axis (origin of `upper_arm_link`) in the arm base frame."""
     stowed_ee: tuple[float, float, float]
     """Tool-centre point of the stowed arm in the arm base frame (what `ee_pos_b` reads)."""
+    stowed_ee_quat: tuple[float, float, float, float]
+    """Tool orientation of the stowed arm in the arm base frame (w, x, y, z; what `ee_quat_b` reads)."""
 
 
 @functools.cache
 def arm_geometry() -> ArmGeometry:
-    """The arm's mount, shoulder and stowed tool point (one forward-kinematics pass, cached)."""
+    """The arm's mount, shoulder and stowed tool pose (one forward-kinematics pass, cached)."""
     model = compile_spec(make_wheel_legged_spec(with_arm=True))
     data = mujoco.MjData(model)
     mujoco.mj_resetDataKeyframe(model, data, model.key("home").id)
-    mujoco.mj_kinematics(model, data)
+    mujoco.mj_forward(model, data)  # positions and the sensors that read them
 
     def in_frame(point, origin, rotation):
         return tuple(float(v) for v in rotation.reshape(3, 3).T @ (point - origin))
@@ -123,6 +125,7 @@ def arm_geometry() -> ArmGeometry:
         mount_offset=in_frame(arm_base.xpos, base.xpos, base.xmat),
         shoulder=in_frame(data.body("upper_arm_link").xpos, arm_base.xpos, arm_base.xmat),
         stowed_ee=in_frame(data.site("ee").xpos, arm_base.xpos, arm_base.xmat),
+        stowed_ee_quat=tuple(float(v) for v in data.sensor("ee_quat_b").data),
     )
 
 

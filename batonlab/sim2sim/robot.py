@@ -15,6 +15,7 @@ import torch
 from batonlab.commands.base_velocity import BaseVelocityCommand
 from batonlab.observations.sensors import projected_gravity, sensor, sensor_pose
 from batonlab.utils.quaternions import quat_mul, quat_rotate
+from batonlab.deploy.pose import POSE_FIELDS
 from batonlab.deploy.wiring import POSITION, command_interface, group_by_interface
 from batonlab.env.commands import episode_mean_errors
 from batonlab.env.env import BatonEnv
@@ -167,6 +168,8 @@ class SimRobot:
         self.pose_frames = {name: _reference_frame(model, position) for name, (position, _) in self.pose_sensors.items()}
         """Pose sensor name → the frame its pose is in (the sensors' reference; "world" without one)."""
         self.command_names = list(env.command_manager.terms)
+        self.pose_commands = {n for n, t in env.command_manager.terms.items() if t.fields == POSE_FIELDS}
+        """Commands that are poses (position then quaternion w x y z): published as geometry_msgs/PoseStamped."""
         self._distance_pair = next(((p["command"], p["sensor"]) for p in (t.params for t in cfg.rewards.values())
                                     if "command" in p and "sensor" in p), None)
         """(command, sensor) of a position command, whose distance is reported with each episode."""

@@ -59,3 +59,45 @@ def yaw_to_quat(yaw: torch.Tensor) -> torch.Tensor:
     half = yaw / 2
     zero = torch.zeros_like(yaw)
     return torch.stack([torch.cos(half), zero, zero, torch.sin(half)], dim=1)
+
+
+def quat_conjugate(q: torch.Tensor) -> torch.Tensor:
+    """The inverse (..., 4) of unit quaternions q (..., 4) (w, x, y, z)."""
+    return torch.cat([q[..., :1], -q[..., 1:]], dim=-1)
+
+
+def quat_canonical(q: torch.Tensor) -> torch.Tensor:
+    """q (..., 4) in the hemisphere w >= 0 (q and -q are one orientation)."""
+    return torch.where(q[..., :1] < 0, -q, q)
+
+
+def quat_angle_between(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """The rotation angle (...) [rad] in [0, π] between unit quaternions a and b (..., 4), either sign."""
+    dot = (a * b).sum(-1).abs().clamp(max=1.0)
+    return 2.0 * torch.acos(dot)
+
+
+def quat_slerp(a: torch.Tensor, b: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """Spherical interpolation from a to b (N, 4) at fractions t (N,) in [0, 1], along the shorter arc."""
+    dot = (a * b).sum(-1, keepdim=True)
+    b = torch.where(dot < 0, -b, b)
+    dot = dot.abs().clamp(max=1.0)
+    angle = torch.acos(dot)
+    t = t.unsqueeze(-1)
+    sin = torch.sin(angle)
+    near = sin < 1e-6  # (almost) the same orientation: linear interpolation is exact enough
+    safe = torch.where(near, torch.ones_like(sin), sin)
+    wa = torch.where(near, 1.0 - t, torch.sin((1.0 - t) * angle) / safe)
+    wb = torch.where(near, t, torch.sin(t * angle) / safe)
+    q = wa * a + wb * b
+    return q / torch.linalg.vector_norm(q, dim=-1, keepdim=True)
+
+
+def quat_to_matrix(q: torch.Tensor) -> torch.Tensor:
+    """Rotation matrices (..., 3, 3) of unit quaternions q (..., 4) (w, x, y, z)."""
+    w, x, y, z = q.unbind(-1)
+    return torch.stack([
+        1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
+        2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
+        2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y),
+    ], dim=-1).reshape(*q.shape[:-1], 3, 3)

@@ -184,14 +184,17 @@ class PolicyInputs:
 
     def _vector_callback(self, name: str):
         slot = self.runtime.vectors[name]
-        record = self.recorder.task_command if slot.kind == "command" else (
-            self.recorder.sensor_pose if slot.pose else self.recorder.sensor)
+        if slot.kind == "command":
+            record = self.recorder.task_command_pose if slot.pose else self.recorder.task_command
+        else:
+            record = self.recorder.sensor_pose if slot.pose else self.recorder.sensor
+        rejected = "non-finite, or its quaternion off unit length" if slot.pose else "non-finite"
 
         def callback(msg, info=None) -> None:
             values = msg_to_vector(msg)
             try:
                 if not self.runtime.set_vector(name, values, self._arrival(info)):
-                    self.node.get_logger().warning(f"rejected non-finite {name}", throttle_duration_sec=1.0)
+                    self.node.get_logger().warning(f"rejected {name}: {rejected}", throttle_duration_sec=1.0)
             except InputError as err:
                 self.node.get_logger().warning(f"dropped {name}: {err}", throttle_duration_sec=1.0)
             header = getattr(msg, "header", None)

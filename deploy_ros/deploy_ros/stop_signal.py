@@ -18,6 +18,10 @@ Tearing the node down can hang in the DDS layer: a node whose peers were killed 
 (their parent `batonlab deploy` SIGKILLed) was seen busy inside `destroy_node`, holding the GIL, for
 as long as it was left (CI once; 1 of 11 kills under load here). No Python thread or handler can run
 then, so the teardown runs under `teardown_deadline`: an alarm whose default action ends the process.
+
+A node started by `batonlab deploy` ends with it: the kernel's parent-death SIGTERM (`children`) stops it
+through rclpy, but one that came while rclpy was starting up was seen lost (the node spun on, 1 of 40
+kills under load), so the node also watches its parent (`stop_when_parent_dies`).
 """
 
 from __future__ import annotations
@@ -25,11 +29,18 @@ from __future__ import annotations
 import contextlib
 import signal
 import sys
+import threading
+import time
 from collections.abc import Callable
 
 import rclpy
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 
+from batonlab.cli import children
+
+
+PARENT_POLL_S = 0.5
+"""How often a node started by `batonlab deploy` checks that deploy is still there [s]."""
 
 TEARDOWN_DEADLINE_S = 5
 """Longest a node's rclpy teardown (executor, node, context) may take before the kernel ends the process [s]."""
@@ -55,6 +66,23 @@ def spin_until_stopped(executor, future) -> bool:
             raise
         return False
     return future.done()
+
+
+def stop_when_parent_dies(interval_s: float = PARENT_POLL_S) -> threading.Thread | None:
+    """A daemon thread that shuts rclpy down once the process that started this one (`children.start_child`) is
+    gone; None when no such process bound this one. Call after `rclpy.init`."""
+    parent = children.bound_parent()
+    if parent is None:
+        return None
+
+    def watch() -> None:
+        while not children.parent_gone(parent):
+            time.sleep(interval_s)
+        rclpy.try_shutdown()  # the spin ends as on a stop signal
+
+    thread = threading.Thread(target=watch, name="parent-watch", daemon=True)
+    thread.start()
+    return thread
 
 
 @contextlib.contextmanager
@@ -89,6 +117,7 @@ def run_node(label: str, build: Callable[[], object], refusals: tuple[type[BaseE
 
     stop_through_rclpy()
     rclpy.init(args=args)
+    stop_when_parent_dies()
     node, executor, code = None, None, 0
     try:
         node = build()

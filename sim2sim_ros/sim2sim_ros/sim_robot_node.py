@@ -86,7 +86,7 @@ class SimRobotNode(Node):
         self.pub_sensors = {n: self.create_publisher(type(vector_to_msg(robot.sensor(n))), f"sensors/{n}", sensor_qos)
                             for n in robot.sensor_names}
         self.pub_poses = {n: self.create_publisher(PoseStamped, f"sensors/{n}", sensor_qos) for n in robot.pose_sensors}
-        self.pub_commands = {n: self.create_publisher(type(vector_to_msg(robot.command(n))), f"commands/{n}", 1)
+        self.pub_commands = {n: self.create_publisher(type(self._command_msg(n)), f"commands/{n}", 1)
                              for n in robot.command_names}
         self.pub_cmd_vel = self.create_publisher(Twist, "cmd_vel", 1) if self.cmd_vel_command else None
         self.pub_episode = self.create_publisher(String, "~/episode", 10)
@@ -276,7 +276,7 @@ class SimRobotNode(Node):
             # The next period starts now: its commands will be computed from the state just published.
             self._period_start, self._period_kinds = (robot.physics_steps, self._steady_s()), set()
             for name, pub in self.pub_commands.items():
-                pub.publish(vector_to_msg(robot.command(name), stamp, self.frame_id))
+                pub.publish(self._command_msg(name, stamp))
             if self.pub_cmd_vel is not None:
                 self.pub_cmd_vel.publish(command_to_twist(self._cmd_vel_fields, robot.command(self.cmd_vel_command)))
         if result is not None:
@@ -296,6 +296,13 @@ class SimRobotNode(Node):
         return self.robot.physics_steps * self.robot.physics_dt
 
     # Publishing.
+
+    def _command_msg(self, name: str, stamp=None):
+        """Task command `name` as its message: PoseStamped for a pose, else `vector_to_msg`'s, in `frame_id`."""
+        value = self.robot.command(name)
+        if name in self.robot.pose_commands:
+            return pose_to_msg(value, stamp, self.frame_id)
+        return vector_to_msg(value, stamp, self.frame_id)
 
     def _publish_state(self, stamp) -> None:
         robot = self.robot

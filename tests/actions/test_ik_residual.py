@@ -25,13 +25,19 @@ def _env(task: str, num_envs: int = 8) -> BatonEnv:
     return BatonEnv(cfg)
 
 
-def _mean_tool_error(env: BatonEnv, steps: int) -> float:
-    """Mean distance tool point → `ee_target` [m] over the last half of `steps` steps of zero actions."""
-    errors = []
+def _mean_tool_error(env: BatonEnv, steps: int, orientation: bool = False):
+    """Mean distance tool point → `ee_target` [m] over the last half of `steps` steps of zero actions (and the mean
+    tool orientation error [rad], with `orientation`)."""
+    errors, angles = [], []
     for k in range(steps):
         env.step(torch.zeros(env.num_envs, env.num_actions))
         if k >= steps // 2:
-            errors.append((env.command_manager.command("ee_target") - env.sim.sensor("ee_pos_b")).norm(dim=1).mean())
+            target = env.command_manager.command("ee_target")
+            errors.append((target[:, :3] - env.sim.sensor("ee_pos_b")).norm(dim=1).mean())
+            if orientation:
+                angles.append(quat_angle_between(env.sim.sensor("ee_quat_b"), target[:, 3:]).mean())
+    if orientation:
+        return float(torch.stack(errors).mean()), float(torch.stack(angles).mean())
     return float(torch.stack(errors).mean())
 
 
@@ -45,11 +51,27 @@ def test_the_ik_step_alone_reaches_the_targets_a_joint_position_arm_does_not():
     assert with_ik < 0.06 and without > 0.1 and with_ik < without / 3, (with_ik, without)
 
 
-def test_the_robot_computes_the_training_targets_from_the_manifest():
-    env = _env("wl_loco_manip_ik", num_envs=4)
-    manifest = parse_manifest(json.loads(json.dumps(manifest_from_env(env, "wl_loco_manip_ik").to_json())))
+def test_the_ik_step_turns_the_tool_toward_a_pose_commands_orientation():
+    """`wl_loco_manip_pose`: with the orientation in the step the tool's orientation error falls to under 60 % of
+    that of the same step toward the position alone, and the position still gets there."""
+    errors = {}
+    for weight in (IK_ORIENTATION_WEIGHT, 0.0):
+        env = _env("wl_loco_manip_pose")
+        env.action_manager.terms["arm"].orientation_weight = weight
+        errors[weight] = _mean_tool_error(env, 300, orientation=True)
+        env.close()
+    (position, turned), (_, unturned) = errors[IK_ORIENTATION_WEIGHT], errors[0.0]
+    assert position < 0.06 and turned < 0.6 * unturned, errors
+
+
+@pytest.mark.parametrize("task", ["wl_loco_manip_ik", "wl_loco_manip_pose"])
+def test_the_robot_computes_the_training_targets_from_the_manifest(task):
+    env = _env(task, num_envs=4)
+    manifest = parse_manifest(json.loads(json.dumps(manifest_from_env(env, task).to_json())))
     (term,) = [a for a in manifest.actions if a.type == "ik_residual"]
     assert term.ik.command == "ee_target" and term.ik.damping == pytest.approx(0.05)
+    assert term.ik.orientation_weight == (IK_ORIENTATION_WEIGHT if task == "wl_loco_manip_pose" else 0.0)
+    assert manifest.commands["ee_target"].pose == (task == "wl_loco_manip_pose")
     processor = ActionProcessor(manifest)
     arm = env.action_manager.terms["arm"]
     start = manifest.joint_names.index(term.joints[0])
@@ -68,7 +90,8 @@ def test_the_robot_computes_the_training_targets_from_the_manifest():
             executed = torch.maximum(torch.minimum(arm.processed_actions[i], arm.ctrl_high), arm.ctrl_low)  # as `apply`
             np.testing.assert_allclose(robot[part], executed.numpy(), atol=1e-5)
     # A wild target (an operator's unit mix-up) still gives finite targets inside the control range.
-    wild = processor(np.zeros(manifest.action_dim), env.sim.qpos[0, qadr].numpy(), {"ee_target": np.array([1e6, -1e6, 1e6])})
+    wild_target = np.array([1e6, -1e6, 1e6, *([1.0, 0.0, 0.0, 0.0] if term.ik.orientation_weight else [])])
+    wild = processor(np.zeros(manifest.action_dim), env.sim.qpos[0, qadr].numpy(), {"ee_target": wild_target})
     assert np.isfinite(wild).all() and (wild >= manifest.ctrl_range[:, 0]).all() and (wild <= manifest.ctrl_range[:, 1]).all()
     env.close()
 
@@ -84,7 +107,13 @@ def test_an_ik_term_needs_a_command_of_the_manifest():
     arm["ik"]["damping"] = -1.0
     with pytest.raises(ManifestError, match="damping' should be a finite number > 0"):
         parse_manifest(data)
-    arm["ik"]["damping"], arm["joints"] = 0.05, arm["joints"][::-1]
+    arm["ik"]["damping"], arm["ik"]["orientation_weight"] = 0.05, float("nan")
+    with pytest.raises(ManifestError, match="orientation_weight' should be a finite number >= 0"):
+        parse_manifest(data)
+    arm["ik"]["orientation_weight"] = 0.1  # toward the orientation of a point command
+    with pytest.raises(ManifestError, match="turns the tool toward the orientation of command 'ee_target', which is not a pose"):
+        parse_manifest(data)
+    arm["ik"]["orientation_weight"], arm["joints"] = 0.0, arm["joints"][::-1]
     with pytest.raises(ManifestError, match="its IK chain moves"):
         parse_manifest(data)
     assert isinstance(manifest, Manifest)

@@ -4,10 +4,12 @@ raised inside a finaliser once printed a traceback from a clean stop of sim_robo
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -145,3 +147,62 @@ def test_a_teardown_that_hangs_holding_the_gil_is_ended_by_the_deadline(body):
         assert time.monotonic() - start < 30
     else:
         assert result.returncode == 0 and result.stdout.strip() == "alive", result.stdout + result.stderr
+
+
+DEAF_CHILD = """
+import signal, sys, rclpy
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.signals import SignalHandlerOptions
+from rclpy.task import Future
+from deploy_ros.stop_signal import spin_until_stopped, stop_when_parent_dies
+
+signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the parent-death signal lost, as seen during rclpy's start-up
+rclpy.init(domain_id=int(sys.argv[1]), signal_handler_options=SignalHandlerOptions.NO)
+watch = stop_when_parent_dies(0.1)
+node = rclpy.create_node("parent_watch_test")
+executor = SingleThreadedExecutor()
+executor.add_node(node)
+print("spinning" if watch is not None else "not bound", flush=True)
+print("stopped" if not spin_until_stopped(executor, Future()) else "done", flush=True)
+"""
+
+PARENT = """
+import subprocess, sys, time
+from batonlab.cli.children import start_child
+
+child = start_child([sys.executable, "-c", sys.argv[1], sys.argv[2]], stdout=open(sys.argv[3], "w"),
+                    stderr=subprocess.STDOUT)
+print(child.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_node_whose_parent_died_stops_even_when_the_parent_death_signal_is_lost(tmp_path):
+    """`batonlab deploy` SIGKILLed: its node ends although the kernel's SIGTERM did nothing (ignored here), because
+    the node watches its parent (`stop_when_parent_dies`)."""
+    domain, log = new_domain_id(), tmp_path / "child.log"
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, DEAF_CHILD, str(domain), str(log)], stdout=subprocess.PIPE,
+                              text=True, env=ros_environment(domain))
+    child = int(parent.stdout.readline())
+    deadline = time.monotonic() + 60
+    while "spinning" not in (log.read_text() if log.exists() else ""):
+        assert time.monotonic() < deadline and "not bound" not in log.read_text(), log.read_text()
+        time.sleep(0.1)
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{child}").exists() and _state(child) != "Z" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    alive = Path(f"/proc/{child}").exists() and _state(child) != "Z"
+    if alive:
+        os.kill(child, signal.SIGKILL)
+    assert not alive, f"the node ran on 10 s after its parent died: {log.read_text()}"
+    assert log.read_text().splitlines()[-1] == "stopped", log.read_text()
+
+
+def _state(pid: int) -> str:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return "X"
+    return stat[stat.rindex(")") + 2]
