@@ -12,7 +12,8 @@ disturbs the balancing base and the base rewards are learned first.
 Commands: `base_velocity` (forward speed, yaw rate; height fixed at nominal) and `ee_target`, a
 point in the arm base frame (`EndEffectorTargetCommand`: drawn in spherical coordinates around the
 shoulder, clear of the body and the ground, gliding to each new draw over 1 s). On the robot the
-target arrives on `commands/ee_target` (`geometry_msgs/PointStamped`, arm base frame).
+target arrives on `commands/ee_target` (`geometry_msgs/PointStamped`, arm base frame; in `wl_loco_manip_pose` a
+`geometry_msgs/PoseStamped` with the tool orientation).
 
 Variants and tuning from the command line, e.g.
     batonlab train task=wl_loco_manip agent.algorithm.class_name=PPO '~env.curriculum.arm_workspace'

@@ -63,6 +63,12 @@ def arm_lift_manifest() -> dict:
     return copy.deepcopy(json.loads(_task_manifest("arm_lift")))
 
 
+def wl_loco_manip_pose_manifest() -> dict:
+    """The manifest JSON of `wl_loco_manip_pose`: an IK-residual arm toward a pose command (`commands/ee_target`,
+    PoseStamped) and the tool pose as a pose sensor (`sensors/ee_pose_b`)."""
+    return copy.deepcopy(json.loads(_task_manifest("wl_loco_manip_pose")))
+
+
 def make_export(out_dir: Path, manifest: dict | Manifest | None = None, weight: np.ndarray | None = None,
                 bias: np.ndarray | None = None) -> Path:
     """An export folder written by `write_export`: a linear policy (zero weights unless given) and `manifest`
