@@ -3,12 +3,13 @@
 at equal env steps and equal seeds, judged on one common test.
 
     python bench/loco_manip.py [--num-envs 512] [--iterations 150] [--seeds 0] [--variants ppo p3o+cur ...]
-                               [--arms joint_position ik_residual] [--eval-episodes 256] [--out bench_results/loco_manip]
+                               [--arms joint_position ik_residual ik_pose] [--eval-episodes 256] [--out bench_results/loco_manip]
 
 Each variant trains `wl_loco_manip` from scratch with the same seeds, envs and iterations; only the
 algorithm (`agent.algorithm.class_name`), the curricula (arm workspace, reward balance, cost-limit
 schedule: all on or all off) and the arm's action (`--arms`: joint positions, `wl_loco_manip`; a residual
-on a damped least-squares IK step, `wl_loco_manip_ik`) differ. Every trained policy is then evaluated on the same episodes of
+on a damped least-squares IK step, `wl_loco_manip_ik`; the same toward a tool pose, `wl_loco_manip_pose`,
+whose settled orientation error the table adds) differ. Every trained policy is then evaluated on the same episodes of
 the final task: the widest target ranges, the final cost limits, no curricula. The table gives, per
 variant: base speed error, end-effector error, survival, and per cost the violation rate (steps with
 cost > 0) on the test and over the last training iterations (the stochastic policy), and the mean
@@ -34,9 +35,10 @@ from batonlab.cli.common import build_invocation
 from batonlab.env.env import BatonEnv
 from batonlab.rl.evaluate import evaluate
 from batonlab.tasks import make_agent_cfg, make_task_cfg
-from batonlab.tasks.wl_loco_manip import EE_COMMAND, EE_SENSOR
+from batonlab.tasks.wl_loco_manip import EE_COMMAND, EE_QUAT_SENSOR, EE_SENSOR
+from batonlab.utils.quaternions import quat_angle_between
 
-ARM_TASKS = {"joint_position": "wl_loco_manip", "ik_residual": "wl_loco_manip_ik"}
+ARM_TASKS = {"joint_position": "wl_loco_manip", "ik_residual": "wl_loco_manip_ik", "ik_pose": "wl_loco_manip_pose"}
 """Arm action → the task that trains with it."""
 
 VARIANTS: dict[str, tuple[str, bool]] = {
@@ -79,6 +81,8 @@ class VariantResult:
     history: dict[str, list[float]] = field(default_factory=dict)
     arm: str = "joint_position"
     """The arm's action (a key of `ARM_TASKS`)."""
+    settled_orient_error: float = float("nan")
+    """Mean tool orientation error over the steps whose target finished gliding, for pose targets [rad]."""
 
     def train_violation_rate(self, cost: str, last: int = TRAIN_WINDOW) -> float:
         """Fraction of steps in violation over the last `last` training iterations (stochastic policy)."""
@@ -115,7 +119,8 @@ def test(policy, task: str, seed: int, episodes: int) -> dict:
     env = BatonEnv(cfg)
     names = env.cost_manager.names
     target = env.command_manager.terms[EE_COMMAND]
-    settled = torch.zeros(3)  # policy error, stowed-arm error, steps: over targets that finished gliding
+    settled = torch.zeros(4)  # policy error, stowed-arm error, steps, orientation error: targets done gliding
+    pose = target.dim == 7
     cost_sum = torch.zeros(episodes, len(names))
     violations = torch.zeros(len(names))
     steps = torch.zeros(())
@@ -128,9 +133,10 @@ def test(policy, task: str, seed: int, episodes: int) -> dict:
         costs = env.extras["costs"].cpu()
         cost_sum[counting] += costs[counting]
         still = counting & (target.phase >= 1.0).cpu()
-        errors = [torch.linalg.vector_norm(p - target.command, dim=-1).cpu()[still].sum()
+        errors = [torch.linalg.vector_norm(p - target.command[:, :3], dim=-1).cpu()[still].sum()
                   for p in (env.sim.sensor(EE_SENSOR), target.stowed_position)]
-        settled.add_(torch.stack([*errors, still.sum()]))
+        angle = quat_angle_between(env.sim.sensor(EE_QUAT_SENSOR), target.command[:, 3:]) if pose else torch.zeros(1)
+        settled.add_(torch.stack([*errors, still.sum(), angle.cpu()[still].sum() if pose else torch.zeros(())]))
         violations.add_((costs[counting] > 0).float().sum(dim=0))
         steps += counting.sum()
         counting.logical_and_(~done.cpu())
@@ -143,6 +149,7 @@ def test(policy, task: str, seed: int, episodes: int) -> dict:
         "survival": float(1.0 - result.terminated.mean()),
         "settled_ee_error": float(settled[0] / settled[2].clamp(min=1)),
         "stowed_ee_error": float(settled[1] / settled[2].clamp(min=1)),
+        "settled_orient_error": float(settled[3] / settled[2].clamp(min=1)) if pose else float("nan"),
         "violation_rate": {n: float(violations[k] / steps) for k, n in enumerate(names)},
         "episode_cost": {n: float(cost_sum[:, k].mean()) for k, n in enumerate(names)},
     }
@@ -154,7 +161,8 @@ def table(results: list[VariantResult]) -> str:
     by_variant: dict[tuple[str, str], list[VariantResult]] = {}
     for r in results:
         by_variant.setdefault((r.name, r.arm), []).append(r)
-    header = ["variant", "arm", "speed err [m/s]", "ee err [m]", "settled ee err [m] (stowed)", "survival"]
+    header = ["variant", "arm", "speed err [m/s]", "ee err [m]", "settled ee err [m] (stowed)",
+              "settled orient. err [rad]", "survival"]
     header += [f"{n} viol. test / train" for n in names] + [f"{n} ep. cost" for n in names]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for (name, arm), runs in by_variant.items():
@@ -164,7 +172,8 @@ def table(results: list[VariantResult]) -> str:
             return text + (f" ± {np.std(values):.{digits}f}" if len(values) > 1 else "")
 
         row = [f"{name} (n={len(runs)})", arm, stat(lambda r: r.speed_error), stat(lambda r: r.ee_error),
-               f"{stat(lambda r: r.settled_ee_error)} ({stat(lambda r: r.stowed_ee_error)})", stat(lambda r: r.survival)]
+               f"{stat(lambda r: r.settled_ee_error)} ({stat(lambda r: r.stowed_ee_error)})",
+               stat(lambda r: r.settled_orient_error) if arm == "ik_pose" else "-", stat(lambda r: r.survival)]
         row += [f"{stat(lambda r, n=n: r.violation_rate[n], 4)} / {stat(lambda r, n=n: r.train_violation_rate(n), 4)}"
                 for n in names]
         row += [stat(lambda r, n=n: r.episode_cost[n], 2) for n in names]
@@ -234,7 +243,8 @@ def main() -> None:
             scores = test(policy, task, seed, args.eval_episodes)
             results.append(VariantResult(name, seed, train_time_s=seconds, history=history, arm=arm, **scores))
             print(f"[loco_manip] {name} ({arm} arm) seed {seed}: trained in {seconds:.0f} s; ee error {scores['ee_error']:.3f} m, "
-                  f"(settled {scores['settled_ee_error']:.3f}, stowed arm {scores['stowed_ee_error']:.3f}), "
+                  f"(settled {scores['settled_ee_error']:.3f}, stowed arm {scores['stowed_ee_error']:.3f}; "
+                  f"orientation {scores['settled_orient_error']:.3f} rad), "
                   f"speed error {scores['speed_error']:.3f} m/s, survival {scores['survival']:.3f}, "
                   f"violations {', '.join(f'{k} {v:.4f}' for k, v in scores['violation_rate'].items())}", flush=True)
             (args.out / "results.json").write_text(json.dumps([vars(r) for r in results], indent=1))

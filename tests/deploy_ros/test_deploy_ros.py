@@ -223,6 +223,39 @@ def test_a_best_effort_estop_publisher_stops_the_robot(tmp_path):
         assert stop["reason"] == "e-stop"
 
 
+def test_a_pose_target_reaches_the_policy_as_in_training_and_a_broken_one_is_not_used(tmp_path):
+    """A pose command (`commands/ee_target`, PoseStamped): the policy reads its quaternion unit with w >= 0 whatever
+    sign the sender picked, and a quaternion off unit length is refused while the last good target holds. The
+    policy here adds the target's qw to the first joint's action, so the commands show what it read."""
+    from batonlab.deploy.pose import POSE_FIELDS
+
+    manifest = arm_reach_manifest()
+    manifest["commands"]["ee_target"] = {"type": "EndEffectorPoseCommand", "dim": 7, "fields": list(POSE_FIELDS),
+                                         "default": None}
+    (term,) = [t for t in manifest["observations"]["terms"] if t["name"] == "ee_target"]
+    term["size"] = 7
+    sizes = [t["size"] * max(1, t["history_length"]) for t in manifest["observations"]["terms"]]
+    qw_column = sum(sizes[:manifest["observations"]["terms"].index(term)]) + 3
+    weight = np.zeros((sum(sizes), 6))
+    weight[qw_column, 0] = 1.0
+    export = make_export(tmp_path / "exported", manifest, weight=weight, bias=np.full(6, 0.05))
+    domain = new_domain_id()
+    angle = 0.8
+    pose = [0.4, 0.1, 0.3, -np.cos(angle / 2), 0.0, -np.sin(angle / 2), 0.0]  # the w < 0 sign of the rotation
+    robot = FakeRobot(domain, ARM + FINGERS, DEFAULT_POSE)
+    robot.ee_target = pose
+    node = NodeProcess("policy_node", domain, tmp_path, params=policy_params(export))
+    expected = DEFAULT_POSE[0] + 0.5 * (0.05 + np.cos(angle / 2))
+    with robot_and_node(robot, node, "run"):
+        time.sleep(0.5)
+        assert abs(robot.command_array()[-1][0] - expected) < 1e-6, (robot.command_array()[-1], expected)
+        robot.ee_target = [0.4, 0.1, 0.3, 0.5, 0.0, 0.0, 0.0]  # length 0.5: not an orientation
+        time.sleep(0.5)
+        assert abs(robot.command_array()[-1][0] - expected) < 1e-6
+        assert "rejected ee_target: non-finite, or its quaternion off unit length" in node.output
+        assert_alive(node)
+
+
 def test_start_is_refused_naming_an_input_that_never_arrived(tmp_path):
     """The refusal names the input, its topic and how many publishers it has when asked: none, then one that
     is silent, then the start succeeds once it publishes."""

@@ -219,6 +219,8 @@ class FakeRobot(PolicyNodePeer):
         reliability: "reliable" or "best_effort" for every publisher (drivers use either).
         velocities: Send velocities in joint states (some drivers send positions only).
         poses: Pose sensors to publish: name → (x, y, z, qw, qx, qy, qz), changeable in `poses`.
+
+    `ee_target` is a point (PointStamped) or, with 7 values (x, y, z, qw, qx, qy, qz), a pose (PoseStamped).
     """
 
     def __init__(self, domain_id: int, joint_names, joint_pos, rate_hz: float = 100.0, joint_groups=None,
@@ -278,10 +280,19 @@ class FakeRobot(PolicyNodePeer):
             with self.lock:
                 self.joint_state_times.append(time.time())
             self.joint_states_sent += 1
+        target_is_pose = len(self.ee_target) == 7
         if self.publish_target and self.pub_target is None:
-            self.pub_target = self.node.create_publisher(self._PointStamped, "commands/ee_target", self.qos)
+            self.pub_target = self.node.create_publisher(self._PoseStamped if target_is_pose else self._PointStamped,
+                                                         "commands/ee_target", self.qos)
         for pub, value, on in ((self.pub_ee, self.ee_pos, True), (self.pub_target, self.ee_target, self.publish_target)):
             if not on:
+                continue
+            if len(value) == 7:
+                msg = self._PoseStamped()
+                msg.header.stamp = stamp
+                p, o = msg.pose.position, msg.pose.orientation
+                p.x, p.y, p.z, o.w, o.x, o.y, o.z = (float(v) for v in value)
+                pub.publish(msg)
                 continue
             point = self._PointStamped()
             point.header.stamp = stamp
