@@ -6,7 +6,7 @@ foreground group) reaches the parent alone, which stops its children in the orde
 (`stop`). On Linux the kernel sends the child `PARENT_DEATH_SIGNAL` when the parent dies, SIGKILL
 included (prctl PR_SET_PDEATHSIG); strictly, when the thread that started it ends, so a caller starts
 children from a thread that outlives them. A child that handles that signal itself (an rclpy node)
-can still miss it while it starts up, so it also watches its parent (`bound_parent`, `parent_gone`).
+can still miss it while it starts up, so it also watches its parent (`batonlab.deploy.parent`).
 """
 
 from __future__ import annotations
@@ -19,14 +19,13 @@ import signal
 import subprocess
 import sys
 
+from batonlab.deploy.parent import PARENT_PID_ENV
+
 PARENT_DEATH_SIGNAL = signal.SIGTERM
 """What a child gets when its parent dies: an rclpy node shuts down on it as on SIGINT (its bag closed)."""
 
 STOP_TERM_TIMEOUT_S = 5.0
 """How long `stop` waits after SIGTERM before SIGKILL [s]."""
-
-PARENT_PID_ENV = "BATONLAB_PARENT_PID"
-"""Set in a child's environment by `start_child`: the pid of the process it is bound to (`parent_gone`)."""
 
 _PR_SET_PDEATHSIG = 1
 
@@ -36,17 +35,6 @@ def start_child(cmd: list[str], env: dict[str, str] | None = None, **popen_kwarg
     (its environment names this process in `PARENT_PID_ENV`)."""
     env = {**(os.environ if env is None else env), PARENT_PID_ENV: str(os.getpid())}
     return subprocess.Popen(cmd, env=env, preexec_fn=_bind_to_parent(os.getpid(), _prctl()), **popen_kwargs)
-
-
-def bound_parent() -> int | None:
-    """The pid this process was bound to by `start_child`, if that process is still its parent at the call."""
-    pid = os.environ.get(PARENT_PID_ENV, "")
-    return int(pid) if pid.isdigit() and int(pid) == os.getppid() else None
-
-
-def parent_gone(parent: int | None) -> bool:
-    """True once `parent` (from `bound_parent`) is no longer this process's parent: it has died."""
-    return parent is not None and os.getppid() != parent
 
 
 def stop(process: subprocess.Popen, timeout: float, term_timeout: float = STOP_TERM_TIMEOUT_S) -> int:

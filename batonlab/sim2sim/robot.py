@@ -369,7 +369,7 @@ class SimRobot:
         if self._distance_pair is None:
             return None
         command, sensor = self._distance_pair
-        return float(np.linalg.norm(self.command(command) - self.sensor(sensor)))
+        return float(np.linalg.norm(self.command(command)[:3] - self.sensor(sensor)))  # a point's, or a pose's position
 
     def close(self) -> None:
         """Close the env."""

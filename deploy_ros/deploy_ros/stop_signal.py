@@ -36,7 +36,7 @@ from collections.abc import Callable
 import rclpy
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 
-from batonlab.cli import children
+from batonlab.deploy import parent
 
 
 PARENT_POLL_S = 0.5
@@ -70,13 +70,13 @@ def spin_until_stopped(executor, future) -> bool:
 
 def stop_when_parent_dies(interval_s: float = PARENT_POLL_S) -> threading.Thread | None:
     """A daemon thread that shuts rclpy down once the process that started this one (`children.start_child`) is
-    gone; None when no such process bound this one. Call after `rclpy.init`."""
-    parent = children.bound_parent()
-    if parent is None:
+    gone (`batonlab.deploy.parent`); None when no such process bound this one. Call after `rclpy.init`."""
+    bound = parent.bound_parent()
+    if bound is None:
         return None
 
     def watch() -> None:
-        while not children.parent_gone(parent):
+        while not parent.parent_gone(bound):
             time.sleep(interval_s)
         rclpy.try_shutdown()  # the spin ends as on a stop signal
 
