@@ -13,8 +13,9 @@
 Both sides draw the same commands from the same seeds. A velocity command reaches `policy_node` as a
 `cmd_vel` Twist, which carries no height: both sides then hold the height at the command's default
 (the nominal height), so they see the same commands. Printed per side: survival (episodes that
-reached the time limit), success (the task's own success term), and for velocity tasks the mean
-|v − v_cmd| over the episodes [m/s]; then the per-episode lengths and speed errors.
+reached the time limit), success (the task's own success term), for velocity tasks the mean
+|v − v_cmd| over the episodes [m/s], for arm targets the mean end-effector errors (position [m],
+orientation [rad]); then the per-episode lengths and speed errors.
 """
 
 from __future__ import annotations
@@ -63,6 +64,9 @@ def summarize(label: str, episodes: Episodes) -> str:
     text = f"{label:<10} survival {survival:6.3f}   success {episodes.successes.mean():6.3f}"
     if episodes.speed_errors is not None:
         text += f"   mean |v - v_cmd| {np.mean(episodes.speed_errors):6.3f} m/s"
+    for key, values in sorted((episodes.mean_errors or {}).items()):
+        if "ee_" in key:  # the arm's tracking errors (`ee_target/ee_error` [m], `ee_target/ee_orient_error` [rad])
+            text += f"   {key.split('/')[-1]} {np.mean(values):6.3f}"
     return text
 
 
@@ -90,7 +94,8 @@ def compare_on_seeds(run_dir: Path, task: str | None, seed: int, episodes: int, 
     errors = [e.get("mean_speed_error") for e in done]
     ros = Episodes(np.array([e["success"] for e in done]), np.array([e["length"] for e in done]),
                    np.array([e["terminated"] for e in done]),
-                   np.array(errors, dtype=float) if errors and errors[0] is not None else None)
+                   np.array(errors, dtype=float) if errors and errors[0] is not None else None,
+                   {key: np.array([e["mean_errors"][key] for e in done]) for key in (done[0]["mean_errors"] if done else {})})
     log(f"ROS 2 sim-to-sim ({'real time' if real_time else 'lockstep'}): {time.perf_counter() - start:.0f} s; "
         f"{describe_command_delays(summary)}")
     return play, ros, summary
