@@ -107,7 +107,9 @@ class EndEffectorTargetCommand(PositionCommand):
         self.ee_sensor = ee_sensor
         self.root_joint = root_joint
         self.mount_offset = torch.tensor(mount_offset, dtype=torch.float32, device=device)
-        self.command[:] = torch.tensor(self.default_value(), device=device)
+        self.stowed_command = torch.tensor(self.default_value(), device=device)
+        """The command of a stowed arm (dim,): where every episode's target starts."""
+        self.command[:] = self.stowed_command
         self.start = self.command.clone()
         """Where the target was when the current goal was drawn, (num_envs, dim)."""
         self.goal = self.start.clone()
@@ -159,7 +161,7 @@ class EndEffectorTargetCommand(PositionCommand):
     def reset(self, env_ids: torch.Tensor) -> dict[str, float]:
         """Start the resetting envs' target at the stowed position, zero their metrics, draw their first goal."""
         # A new episode starts with the arm stowed: the target starts there and glides to the first draw.
-        self.command[env_ids] = torch.tensor(self.default_value(), device=self.command.device)
+        self.command[env_ids] = self.stowed_command
         for index, value in self._fixed.items():
             self.command[env_ids, index] = value
         for value in self.metrics.values():
