@@ -32,7 +32,7 @@ def test_an_episode_starts_at_the_stowed_pose_and_draws_unit_quaternions_facing_
     goals = command.sample(512)
     clear = ~torch.isnan(goals[:, 0])
     assert clear.float().mean() > 0.9
-    points, quats = goals[clear, :3], goals[clear, 3:]
+    quats = goals[clear, 3:]
     torch.testing.assert_close(quats.norm(dim=1), torch.ones(len(quats)))
     assert (quats[:, 0] >= 0).all()
     # Tilt and roll both zero: the tool axis (local z) points where the stowed one does, turned to the point's yaw.
