@@ -115,14 +115,10 @@ class IKResidualAction(JointPositionAction):
         """Store the raw actions; targets = joint positions + IK step + scaled residual, then the command filter."""
         q = self.env.sim.qpos.index_select(1, self.qpos_adr)
         target = self.env.command_manager.command(self.command)
-        if self.orientation_weight > 0:
-            if target.shape[1] != 7:
-                raise ValueError(f"orientation_weight needs a pose command; '{self.command}' has {target.shape[1]} values")
-            step = self.torch_chain.dls_step(q, target[:, :3], self.damping, quat_matrices(target[:, 3:]),
-                                             self.orientation_weight)
-        else:
-            step = self.torch_chain.dls_step(q, target[:, :3], self.damping)
-        self.offset = q + step
+        if self.orientation_weight > 0 and target.shape[1] != 7:
+            raise ValueError(f"orientation_weight needs a pose command; '{self.command}' has {target.shape[1]} values")
+        rot = quat_matrices(target[:, 3:]) if self.orientation_weight > 0 else None
+        self.offset = q + self.torch_chain.dls_step(q, target[:, :3], self.damping, rot, self.orientation_weight)
         super().process(actions)
 
     def saturation_bounds(self) -> tuple[torch.Tensor, torch.Tensor]:

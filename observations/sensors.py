@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from batonlab.utils.quaternions import quat_rotate_inverse
+from batonlab.utils.quaternions import quat_canonical, quat_rotate_inverse
 
 
 def sensor(env, name: str) -> torch.Tensor:
@@ -20,10 +20,8 @@ def sensor_pose(env, name: str, position: str, orientation: str) -> torch.Tensor
     `object_pose`); `position` / `orientation` are the `framepos` / `framequat` sensors that give it
     in simulation, in the same reference frame.
     """
-    quat = env.sim.sensor(orientation)
     # q and -q are one orientation: the robot side reports w >= 0, so training does too.
-    quat = torch.where(quat[:, :1] < 0, -quat, quat)
-    return torch.cat([env.sim.sensor(position), quat], dim=1)
+    return torch.cat([env.sim.sensor(position), quat_canonical(env.sim.sensor(orientation))], dim=1)
 
 
 def projected_gravity(env, sensor: str = "imu_quat") -> torch.Tensor:

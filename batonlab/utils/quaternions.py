@@ -61,11 +61,6 @@ def yaw_to_quat(yaw: torch.Tensor) -> torch.Tensor:
     return torch.stack([torch.cos(half), zero, zero, torch.sin(half)], dim=1)
 
 
-def quat_conjugate(q: torch.Tensor) -> torch.Tensor:
-    """The inverse (..., 4) of unit quaternions q (..., 4) (w, x, y, z)."""
-    return torch.cat([q[..., :1], -q[..., 1:]], dim=-1)
-
-
 def quat_canonical(q: torch.Tensor) -> torch.Tensor:
     """q (..., 4) in the hemisphere w >= 0 (q and -q are one orientation)."""
     return torch.where(q[..., :1] < 0, -q, q)
