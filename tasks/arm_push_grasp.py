@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import mujoco
 
-from batonlab.env.cfg import PrivilegeTermCfg, RewardTermCfg, SceneCfg, TaskCfg
+from batonlab.env.cfg import PrivilegeTermCfg, RewardTermCfg, SceneCfg, TaskCfg, TermCfg
+from batonlab.experts import PushGraspExpert
 from batonlab.privileges import HeadStart, RelaxedContacts
 from batonlab.rewards import manipulation
 from batonlab.rl.cfg import RunnerCfg
@@ -95,6 +96,7 @@ def make_arm_push_grasp_cfg(play: bool = False) -> TaskCfg:
         params={"quat_sensor": "ee_quat_b", "local_axis": (0.0, 1.0, 0.0), "direction": (0.0, 0.0, 1.0),
                 "body": "object", "sensor": "ee_pos_w", "std": 0.3}, weight=1.0)
     cfg.observations["privileged"].terms["contacts"].params["sensors"] = PAD_CONTACTS
+    cfg.expert = TermCfg(func=PushGraspExpert, params={"half_size": BOX_HALF, "edge_y": TABLE_EDGE_Y, "push_to": PUSH_GOAL_Y})
     cfg.privileges["head_start"] = PrivilegeTermCfg(
         func=HeadStart, params={"body": "object", "shift": (0.0, HEAD_START), "max_xy": (None, PUSH_GOAL_Y)})
     cfg.privileges["slippery_table"] = PrivilegeTermCfg(

@@ -78,6 +78,14 @@ class ActionManager:
         self._history: torch.Tensor | None = None
         """(num_envs, max_delay + 1, action_dim) latest actions, newest first; allocated by `set_delay`."""
 
+    def term_slice(self, name: str) -> slice:
+        """The columns of the policy's action vector that term `name` reads."""
+        if name not in self.terms:
+            raise KeyError(f"unknown action term {name!r}; the task's action terms are {list(self.terms)}")
+        dims = [t.action_dim for t in self.terms.values()]
+        index = list(self.terms).index(name)
+        return slice(sum(dims[:index]), sum(dims[:index + 1]))
+
     def set_delay(self, env_ids: torch.Tensor, steps: torch.Tensor) -> None:
         """Set the action latency of `env_ids` to `steps` control steps (long tensor, >= 0)."""
         steps = steps.to(device=self.delay_steps.device, dtype=torch.long)

@@ -249,6 +249,9 @@ class TaskCfg:
     """The simulator's true task progress in [0, 1] per env (privileged state), a `batonlab.env.terms.ProgressTerm`:
     what a scripted preference labeller judges and, counted from each episode's start, what learned progress
     estimates are checked against. Never a policy input and never a reward unless a reward term uses it."""
+    expert: TermCfg | None = None
+    """A scripted expert from privileged state, a `batonlab.env.terms.ExpertTerm`: the teacher of
+    `agent.algorithm.class_name=Distillation teacher=expert`; None where the task has none."""
     sim: SimCfg = field(default_factory=SimCfg)
     num_envs: int = 1024
     """Number of parallel environments."""

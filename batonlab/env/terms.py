@@ -42,6 +42,15 @@ class PrivilegeTerm(ManagerTerm):
         """λ changed for every env at once (evaluation); contact switches follow it now, not at the next reset."""
 
 
+class ExpertTerm(ManagerTerm, abc.ABC):
+    """A scripted expert (`TaskCfg.expert`): from privileged state, the actions it would take now; a Distillation
+    teacher (`teacher=expert`) and a check that the task is solvable."""
+
+    @abc.abstractmethod
+    def __call__(self, env) -> torch.Tensor:
+        """(num_envs, num_actions) the expert's raw actions for the current state, in the policy's action order."""
+
+
 class ProgressTerm(ManagerTerm, abc.ABC):
     """The simulator's true task progress (`TaskCfg.progress`): a measurement of the state, and the progress it means,
     on its own or from where the episode started."""
