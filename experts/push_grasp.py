@@ -91,7 +91,7 @@ class PushGraspExpert(ExpertTerm):
         phase, distance = self.phase, error.norm(dim=1)
         reached = {ABOVE_PUSH: distance < 0.03, AT_PUSH: distance < 0.02, PUSH: box[:, 1] >= self.push_to,
                    CLEAR: distance < 0.03, ABOVE_BEHIND: distance < 0.04,
-                   BEHIND: (distance < 0.02) & (error[:, 2].abs() < 0.008), SLIDE_IN: distance < 0.015}
+                   BEHIND: (distance < 0.015) & (error[:, 2].abs() < 0.005), SLIDE_IN: distance < 0.015}
         self.closing_time = torch.where(phase == CLOSE, self.closing_time + self.env.step_dt, 0.0)
         reached[CLOSE] = self.closing_time > 0.4
         following = phase.clone()
