@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from batonlab.cli.common import Invocation, check_run_robot, find_checkpoint, find_run_dir, privileges_off
+from batonlab.cli.teacher import add_expert_group
 from batonlab.env.env import BatonEnv
 from batonlab.rl import checkpoint
 from batonlab.rl.distillation import restore_actor_cfg, restore_distillation_cfg
@@ -28,6 +29,8 @@ def load_trained(inv: Invocation) -> tuple[BatonEnv, BatonRunner, Path, Path]:
     if restore_distillation_cfg(inv.agent, state):
         print(f"[batonlab] {ckpt.name} is a distillation: using its student (observation groups "
               f"{inv.agent.obs_groups['student']}), not its teacher")
+        if inv.agent.teacher.expert:
+            add_expert_group(inv)  # the teacher model reads it; the student does not
     env = BatonEnv(inv.task)
     runner = BatonRunner(RslRlVecEnv(env), inv.agent, log_dir=None, device=inv.top.device)
     runner.load(ckpt, load_optimizer=False)

@@ -14,7 +14,12 @@ from pathlib import Path
 import yaml
 
 from batonlab.cli.common import CliError, Invocation, find_checkpoint
+from batonlab.rl.cfg import TeacherCfg
 from batonlab.rl.distillation import teacher_cfg_from_run
+from batonlab.rl.expert_teacher import EXPERT_GROUP, expert_observations
+
+EXPERT = "expert"
+"""`teacher=expert`: the task's scripted expert (`TaskCfg.expert`) labels the student's states."""
 
 
 def resolve_teacher(inv: Invocation) -> None:
@@ -27,6 +32,10 @@ def resolve_teacher(inv: Invocation) -> None:
     if not inv.top.teacher:
         raise CliError("agent.algorithm.class_name=Distillation needs teacher=RUN_DIR, the training run of the teacher "
                        f"(e.g. logs/{inv.agent.experiment_name}/<time>)")
+    if inv.top.teacher == EXPERT:
+        inv.agent.teacher = TeacherCfg(obs_groups=[EXPERT_GROUP], expert=True)
+        add_expert_group(inv)
+        return
     path = Path(inv.top.teacher)
     if not path.exists():
         raise CliError(f"teacher={path}: no such run folder or checkpoint")
@@ -44,3 +53,16 @@ def resolve_teacher(inv: Invocation) -> None:
         inv.agent.teacher = teacher_cfg_from_run(saved.get("agent") or {}, checkpoint_file)
     except ValueError as err:
         raise CliError(f"teacher={path}: {err}") from None
+
+
+def add_expert_group(inv: Invocation) -> None:
+    """Run the task's scripted expert in the env as the privileged observation group the expert teacher reads.
+
+    Raises:
+        CliError: The task has no scripted expert.
+    """
+    expert = inv.task.expert
+    if expert is None:
+        raise CliError(f"task {inv.task_name!r} has no scripted expert (TaskCfg.expert); teacher= takes a training "
+                       "run folder of the same task")
+    inv.task.observations[EXPERT_GROUP] = expert_observations(expert)

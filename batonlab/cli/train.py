@@ -37,7 +37,7 @@ from batonlab.cli.common import (
     stop_on_signals,
 )
 from batonlab.cli.finetune import resolve_finetune
-from batonlab.cli.teacher import resolve_teacher
+from batonlab.cli.teacher import add_expert_group, resolve_teacher
 from batonlab.cli.training_target import StopAt, TrainingPlan, below_bar_advice, training_plan
 from batonlab.env.env import BatonEnv
 from batonlab.rl import checkpoint, distributed
@@ -151,6 +151,8 @@ def _train(inv: Invocation, device: str, ctx, on_iteration) -> TrainResult:
         if top.teacher:
             raise CliError(f"a resumed distillation keeps the teacher of its checkpoint; drop teacher={top.teacher}")
         restore_distillation_cfg(inv.agent, checkpoint.load(ckpt))
+        if inv.agent.teacher.expert:
+            add_expert_group(inv)
     elif ckpt is not None:
         saved = checkpoint.load(ckpt)
         restore_actor_cfg(inv.agent, saved)
@@ -163,7 +165,7 @@ def _train(inv: Invocation, device: str, ctx, on_iteration) -> TrainResult:
         student_conditions(inv.task, doing="fine-tuning the student")
     env = RslRlVecEnv(BatonEnv(inv.task))
     runner = BatonRunner(env, inv.agent, log_dir=run_dir, device=device, distributed=ctx, verbose=top.verbose)
-    if distilling and ckpt is None:
+    if distilling and ckpt is None and not inv.agent.teacher.expert:
         runner.load_teacher(inv.agent.teacher.checkpoint)
     if finetune is not None and ckpt is None:
         critic = runner.init_from_student(finetune.student_checkpoint, finetune.teacher_checkpoint)
@@ -191,8 +193,9 @@ def _train(inv: Invocation, device: str, ctx, on_iteration) -> TrainResult:
               f"{plan.stop_at.interval} iterations, at most {total} iterations (max_iterations=N to change)")
     if distilling:
         groups = runner.train_cfg["obs_groups"]
-        print(f"[batonlab] distilling a student (observation groups {groups['student']}) from the teacher "
-              f"{inv.agent.teacher.checkpoint} (observation groups {groups['teacher']})")
+        teacher = "the task's scripted expert" if inv.agent.teacher.expert else f"the teacher {inv.agent.teacher.checkpoint}"
+        print(f"[batonlab] distilling a student (observation groups {groups['student']}) from {teacher} "
+              f"(observation groups {groups['teacher']})")
     start = time.perf_counter()
     with stop_on_signals(runner.request_stop):
         # Written after the env is built (the config that ran), under the signal guard: a Ctrl-C here

@@ -94,7 +94,11 @@ class TeacherCfg:
     """
 
     checkpoint: str | None = None
-    """The teacher's `model_*.pt`, whose actor (with its normaliser) is loaded; None outside distillation."""
+    """The teacher's `model_*.pt`, whose actor (with its normaliser) is loaded; None outside distillation
+    and for an expert teacher."""
+    expert: bool = False
+    """The teacher is the task's scripted expert (`teacher=expert`, `TaskCfg.expert`), read from the privileged
+    observation group `expert` (`batonlab.rl.expert_teacher`), not a trained actor."""
     obs_groups: list[str] = field(default_factory=lambda: ["policy"])
     """Observation groups of the teacher's actor, in its order (privileged groups allowed)."""
     hidden_dims: tuple[int, ...] = (256, 128, 64)
@@ -272,7 +276,7 @@ def _distillation_dict(cfg: RunnerCfg, privileged_groups: tuple[str, ...]) -> di
             "obs_normalization": policy.obs_normalization,
             "distribution_cfg": {**_gaussian(settings.student_noise_std), "learn_std": False},
         },
-        "teacher": {
+        "teacher": {"class_name": "batonlab.rl.expert_teacher:ExpertTeacher"} if teacher.expert else {
             "class_name": "MLPModel",
             "hidden_dims": list(teacher.hidden_dims),
             "activation": teacher.activation,

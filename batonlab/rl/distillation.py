@@ -53,7 +53,7 @@ def restore_distillation_cfg(cfg: RunnerCfg, state: dict) -> bool:
     cfg.algorithm.class_name = "Distillation"
     cfg.teacher = TeacherCfg(checkpoint=saved["checkpoint"], obs_groups=list(saved["obs_groups"]),
                              hidden_dims=tuple(saved["hidden_dims"]), activation=saved["activation"],
-                             obs_normalization=bool(saved["obs_normalization"]))
+                             obs_normalization=bool(saved["obs_normalization"]), expert=bool(saved.get("expert", False)))
     cfg.obs_groups = {**cfg.obs_groups, "student": list(state["student_obs_groups"])}
     return True
 

@@ -86,6 +86,8 @@ class BatonRunner:
         with contextlib.redirect_stdout(summary):
             self.alg: PPO | Distillation = algorithm_class.construct_algorithm(env.get_observations(), env,
                                                                               self.train_cfg, device)
+        if self.distillation and cfg.teacher.expert:
+            self.alg.teacher_loaded = True  # the task's scripted expert: nothing to load
         self.model_summary = summary.getvalue()
         """rsl-rl's printout of the observation sets and the models (actor and critic, or student and teacher)."""
         self.constrained = isinstance(self.alg, ConstrainedPPO)
@@ -342,7 +344,8 @@ class BatonRunner:
             for model in ("student", "teacher"):
                 key = f"{model}_state_dict"
                 _check_shapes(path, model, state.get(key, {}), current[key])
-            self.alg.load(state, {"student": True, "teacher": True, "optimizer": load_optimizer}, strict=True)
+            expert = self.cfg.teacher.expert  # a scripted expert has no weights to load
+            self.alg.load(state, {"student": True, "teacher": not expert, "optimizer": load_optimizer}, strict=True)
         else:
             same_constrained = self.constrained and saved_algorithm == algorithm
             models = ("actor", "critic", "cost_critic") if same_constrained else ("actor", "critic")
@@ -373,6 +376,8 @@ class BatonRunner:
         if not self.distillation:
             raise checkpoint.CheckpointError(f"a teacher is only loaded by Distillation; this runner uses "
                                              f"{self.cfg.algorithm.class_name}")
+        if self.cfg.teacher.expert:
+            raise checkpoint.CheckpointError("this runner's teacher is the task's scripted expert; it loads no checkpoint")
         state = checkpoint.load(path, map_location=self.device)
         checkpoint.check_batonlab(state, path, what="teacher checkpoint")
         if "actor_state_dict" not in state:

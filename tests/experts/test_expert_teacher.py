@@ -1,0 +1,85 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""A task's scripted expert: it solves arm_push_grasp at λ = 0, and as Distillation's teacher (`teacher=expert`)
+it labels a student that learns to act like it, through the CLI's train, resume and play."""
+
+from __future__ import annotations
+
+import torch
+
+from batonlab.cli.main import main
+from batonlab.env.terms import build_term
+from batonlab.rl import checkpoint
+from batonlab.rl.cfg import TeacherCfg
+from batonlab.rl.expert_teacher import EXPERT_GROUP, expert_observations
+from batonlab.rl.runner import BatonRunner
+from batonlab.rl.vecenv import RslRlVecEnv
+from batonlab.tasks import make_agent_cfg
+from conftest import make_env
+
+TINY = ["env.num_envs=16", "agent.num_steps_per_env=8", "progress=false", "eval_episodes=0"]
+DISTIL_FROM_EXPERT = ["agent.algorithm.class_name=Distillation", "teacher=expert"]
+
+
+def test_the_push_grasp_expert_pushes_pinches_and_lifts_the_box_at_level_zero():
+    """No privilege on: the box is pushed over the edge, pinched by its overhang and lifted in most episodes."""
+    env = make_env("arm_push_grasp", 32, seed=5, play=True)
+    assert env.privilege_manager.level == 0.0
+    expert = build_term(env.cfg.expert.func, env.cfg.expert.params, env, "expert")
+    env.reset()
+    expert.reset(env.all_env_ids)
+    success = env.cfg.success
+    lifted = torch.zeros(env.num_envs, dtype=torch.bool)
+    for _ in range(env.max_episode_length - 1):
+        env.step(expert(env))
+        lifted |= success.func(env, **success.params)
+    print(f"\n[expert] arm_push_grasp: {lifted.float().mean():.2f} of 32 episodes lifted at λ = 0")
+    assert lifted.float().mean() >= 0.5
+    env.close()
+
+
+def test_a_student_distilled_from_the_expert_trains_resumes_and_plays(tmp_path, capsys):
+    args = ["train", "task=arm_push_grasp", f"log_root={tmp_path}", *TINY]
+    assert main([*args, *DISTIL_FROM_EXPERT, "max_iterations=2"]) == 0
+    assert "from the task's scripted expert (observation groups ['expert'])" in capsys.readouterr().out
+    (run,) = (tmp_path / "arm_push_grasp").iterdir()
+    state = checkpoint.load(run / "model_2.pt")
+    assert state["teacher_cfg"]["expert"] and state["teacher_cfg"]["checkpoint"] is None
+    assert state["teacher_state_dict"] == {} and state["student_obs_groups"] == ["policy"]
+    assert main([*args, "agent.algorithm.class_name=Distillation", "max_iterations=3", "resume=true",
+                 f"run_dir={run}"]) == 0
+    assert main(["play", f"run_dir={run}", "play.num_episodes=1", "play.video=false", "progress=false"]) == 0
+    assert "using its student" in capsys.readouterr().out
+
+    assert main(["train", "task=arm_lift", f"log_root={tmp_path}", *TINY, *DISTIL_FROM_EXPERT]) != 0
+    assert "task 'arm_lift' has no scripted expert" in capsys.readouterr().err
+
+
+def test_the_student_learns_the_experts_actions():
+    """DAgger on the expert's labels: the behaviour loss on a fixed batch of expert-visited states falls."""
+    torch.manual_seed(0)
+    env = make_env("arm_push_grasp", 32, seed=0, privilege_level=0.0,
+                   edit=lambda cfg: cfg.observations.update({EXPERT_GROUP: expert_observations(cfg.expert)}))
+    agent = make_agent_cfg("arm_push_grasp")
+    agent.algorithm.class_name, agent.num_steps_per_env = "Distillation", 8
+    agent.teacher = TeacherCfg(obs_groups=[EXPERT_GROUP], expert=True)
+    agent.algorithm.distillation.teacher_action_prob, agent.algorithm.distillation.teacher_action_iterations = 0.5, 4
+    vec_env = RslRlVecEnv(env)
+    runner = BatonRunner(vec_env, agent)
+    frames = []
+    with torch.inference_mode():
+        obs = vec_env.get_observations()
+        for _ in range(16):
+            frames.append(obs.clone())
+            obs, _, _, _ = vec_env.step(obs[EXPERT_GROUP])
+    batch = torch.cat(frames)
+
+    def behaviour_loss() -> float:
+        with torch.inference_mode():
+            return torch.nn.functional.mse_loss(runner.alg.student(batch), batch[EXPERT_GROUP]).item()
+
+    before = behaviour_loss()
+    runner.learn(10, progress=False)
+    after = behaviour_loss()
+    print(f"\n[expert teacher] fixed-batch behaviour loss {before:.4f} -> {after:.4f}")
+    assert after < 0.3 * before
+
