@@ -57,18 +57,18 @@ def test_a_student_distilled_from_the_expert_trains_resumes_and_plays(tmp_path, 
 def test_the_student_learns_the_experts_actions():
     """DAgger on the expert's labels: the behaviour loss on a fixed batch of expert-visited states falls."""
     torch.manual_seed(0)
-    env = make_env("arm_push_grasp", 32, seed=0, privilege_level=0.0,
+    env = make_env("arm_push_grasp", 16, seed=0, privilege_level=0.0,
                    edit=lambda cfg: cfg.observations.update({EXPERT_GROUP: expert_observations(cfg.expert)}))
     agent = make_agent_cfg("arm_push_grasp")
-    agent.algorithm.class_name, agent.num_steps_per_env = "Distillation", 8
+    agent.algorithm.class_name, agent.num_steps_per_env = "Distillation", 16
     agent.teacher = TeacherCfg(obs_groups=[EXPERT_GROUP], expert=True)
-    agent.algorithm.distillation.teacher_action_prob, agent.algorithm.distillation.teacher_action_iterations = 0.5, 4
+    agent.algorithm.distillation.teacher_action_prob, agent.algorithm.distillation.teacher_action_iterations = 0.5, 3
     vec_env = RslRlVecEnv(env)
     runner = BatonRunner(vec_env, agent)
     frames = []
     with torch.inference_mode():
         obs = vec_env.get_observations()
-        for _ in range(16):
+        for _ in range(12):
             frames.append(obs.clone())
             obs, _, _, _ = vec_env.step(obs[EXPERT_GROUP])
     batch = torch.cat(frames)
@@ -78,7 +78,7 @@ def test_the_student_learns_the_experts_actions():
             return torch.nn.functional.mse_loss(runner.alg.student(batch), batch[EXPERT_GROUP]).item()
 
     before = behaviour_loss()
-    runner.learn(10, progress=False)
+    runner.learn(8, progress=False)
     after = behaviour_loss()
     print(f"\n[expert teacher] fixed-batch behaviour loss {before:.4f} -> {after:.4f}")
     assert after < 0.3 * before
