@@ -63,8 +63,10 @@ class ArmPoseServo:
         return (q - self.term.offset) / self.term.scale
 
     def last_targets(self) -> torch.Tensor:
-        """(num_envs, n) the arm's last executed joint targets [rad] (after a reset: the joints' positions)."""
-        return self.term.previous_targets if self.term.limited else self.term.processed_actions
+        """(num_envs, n) the joint targets the arm's last raw action asked for [rad], inside the control range (before
+        the command filter: a function of the policy's `last_action` observation, so a student can follow it)."""
+        raw = self.term.raw_actions if self.term.cfg.clip is None else self.term.raw_actions.clamp(*self.term.cfg.clip)
+        return torch.maximum(torch.minimum(raw * self.term.scale + self.term.offset, self.term.ctrl_high), self.term.ctrl_low)
 
     def _turn_toward(self, rot: torch.Tensor, goal: torch.Tensor) -> torch.Tensor:
         """The goal rotation, or the rotation at most `max_turn` from `rot` toward it."""

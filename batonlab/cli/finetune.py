@@ -74,6 +74,7 @@ def resolve_finetune(inv: Invocation) -> FinetuneStart:
     inv.agent.policy.actor_hidden_dims = tuple(int(d) for d in policy["actor_hidden_dims"])
     inv.agent.policy.activation = str(policy["activation"])
     inv.agent.policy.obs_normalization = bool(policy["obs_normalization"])
+    inv.agent.policy.last_action_residual = bool(state.get("student_last_action_residual", False))
     given = any(o.key_or_group == "agent.algorithm.learning_rate" for o in inv.task_overrides)
     if inv.agent.algorithm.schedule == "adaptive" and not given:
         inv.agent.algorithm.learning_rate = FINETUNE_LEARNING_RATE

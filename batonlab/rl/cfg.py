@@ -18,6 +18,9 @@ ALGORITHMS = {
 }
 """`AlgorithmCfg.class_name` → the class rsl-rl builds (rsl-rl's PPO or Distillation, or batonlab's constrained PPO)."""
 
+RESIDUAL_MODEL = "batonlab.rl.residual_model:LastActionResidualModel"
+"""The actor's or student's class with `PolicyCfg.last_action_residual`."""
+
 
 @dataclass
 class PolicyCfg:
@@ -30,6 +33,9 @@ class PolicyCfg:
     """Initial std of the Gaussian action distribution [action units]."""
     obs_normalization: bool = True
     """Empirical observation normalisation; its statistics are saved in checkpoints and the ONNX file."""
+    last_action_residual: bool = False
+    """The actor (Distillation: the student) outputs its `last_action` observation plus the MLP's output
+    (`batonlab.rl.residual_model`): for imitating experts that servo their targets a step at a time."""
 
 
 @dataclass
@@ -219,7 +225,7 @@ def to_rsl_rl_dict(cfg: RunnerCfg, multi_gpu: dict | None = None, num_costs: int
         "obs_groups": {k: list(v) for k, v in cfg.obs_groups.items() if k != "student"},
         "algorithm": algorithm_dict,
         "actor": {
-            "class_name": "MLPModel",
+            "class_name": _actor_class(policy),
             "hidden_dims": list(policy.actor_hidden_dims),
             "activation": policy.activation,
             "obs_normalization": policy.obs_normalization,
@@ -270,7 +276,7 @@ def _distillation_dict(cfg: RunnerCfg, privileged_groups: tuple[str, ...]) -> di
             "teacher_action_iterations": settings.teacher_action_iterations,
         },
         "student": {
-            "class_name": "MLPModel",
+            "class_name": _actor_class(policy),
             "hidden_dims": list(policy.actor_hidden_dims),
             "activation": policy.activation,
             "obs_normalization": policy.obs_normalization,
@@ -285,6 +291,11 @@ def _distillation_dict(cfg: RunnerCfg, privileged_groups: tuple[str, ...]) -> di
             "distribution_cfg": _gaussian(1.0),
         },
     }
+
+
+def _actor_class(policy: PolicyCfg) -> str:
+    """rsl-rl's model class of the actor or student (its `residual_columns` are the runner's to fill in)."""
+    return RESIDUAL_MODEL if policy.last_action_residual else "MLPModel"
 
 
 def _gaussian(std: float) -> dict:

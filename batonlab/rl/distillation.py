@@ -41,8 +41,8 @@ def teacher_cfg_from_run(agent: dict, teacher_checkpoint: str | Path) -> Teacher
 def restore_distillation_cfg(cfg: RunnerCfg, state: dict) -> bool:
     """Set `cfg` to rebuild the student and teacher of a distillation checkpoint (play, export, resume).
 
-    The student's architecture stays `cfg.policy` (as for any run, pass the training overrides);
-    its observation groups and the teacher come from the checkpoint.
+    The student's widths and activation stay `cfg.policy` (as for any run, pass the training overrides);
+    its observation groups, whether it is a last-action residual, and the teacher come from the checkpoint.
 
     Returns:
         Whether `state` is a distillation checkpoint (otherwise `cfg` is left as it is).
@@ -55,11 +55,12 @@ def restore_distillation_cfg(cfg: RunnerCfg, state: dict) -> bool:
                              hidden_dims=tuple(saved["hidden_dims"]), activation=saved["activation"],
                              obs_normalization=bool(saved["obs_normalization"]), expert=bool(saved.get("expert", False)))
     cfg.obs_groups = {**cfg.obs_groups, "student": list(state["student_obs_groups"])}
+    cfg.policy.last_action_residual = bool(state.get("student_last_action_residual", False))
     return True
 
 
 def restore_actor_cfg(cfg: RunnerCfg, state: dict) -> bool:
-    """Set `cfg`'s actor (groups, widths, activation, normalisation) to an RL checkpoint's `actor_cfg`.
+    """Set `cfg`'s actor (groups, widths, activation, normalisation, residual) to an RL checkpoint's `actor_cfg`.
 
     Returns:
         Whether `state` holds one (checkpoints written before it, and distillations, do not).
@@ -71,4 +72,5 @@ def restore_actor_cfg(cfg: RunnerCfg, state: dict) -> bool:
     cfg.policy.actor_hidden_dims = tuple(int(d) for d in saved["hidden_dims"])
     cfg.policy.activation = str(saved["activation"])
     cfg.policy.obs_normalization = bool(saved["obs_normalization"])
+    cfg.policy.last_action_residual = bool(saved.get("last_action_residual", False))
     return True

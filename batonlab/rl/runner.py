@@ -28,6 +28,7 @@ from batonlab.rl.cfg import RunnerCfg, to_rsl_rl_dict
 from batonlab.rl.constrained import ConstrainedPPO
 from batonlab.rl.cost_stats import RolloutCostStats
 from batonlab.rl.distributed import DistributedContext
+from batonlab.rl.residual_model import last_action_columns
 from batonlab.rl.vecenv import RslRlVecEnv
 from batonlab.utils.threads import torch_threads
 
@@ -75,6 +76,10 @@ class BatonRunner:
         privileged = env.privileged_groups
         self.train_cfg = to_rsl_rl_dict(cfg, multi_gpu=distributed.rsl_rl_cfg() if distributed else None,
                                         num_costs=len(cost_names), privileged_groups=privileged)
+        if cfg.policy.last_action_residual:
+            model = "student" if self.distillation else "actor"
+            layouts = [env.observation_layout(group) for group in self.train_cfg["obs_groups"][model]]
+            self.train_cfg[model]["residual_columns"] = last_action_columns(layouts, env.num_actions)
         if self.distillation:
             # The teacher's labels are clamped where the executed command saturates (`executed_distillation.py`).
             low, high = env.action_saturation_bounds()
@@ -298,13 +303,15 @@ class BatonRunner:
         )
         if self.distillation:
             state.update(teacher_cfg=dataclasses.asdict(self.cfg.teacher),
-                         student_obs_groups=list(self.train_cfg["obs_groups"]["student"]))
+                         student_obs_groups=list(self.train_cfg["obs_groups"]["student"]),
+                         student_last_action_residual=self.cfg.policy.last_action_residual)
         else:
             policy = self.cfg.policy
             state["finetuned_from"] = self.finetuned_from
             state["actor_cfg"] = {"obs_groups": list(self.train_cfg["obs_groups"]["actor"]),
                                   "hidden_dims": list(policy.actor_hidden_dims), "activation": policy.activation,
-                                  "obs_normalization": policy.obs_normalization}
+                                  "obs_normalization": policy.obs_normalization,
+                                  "last_action_residual": policy.last_action_residual}
         return state
 
     def save(self, path: str | Path) -> Path:

@@ -57,6 +57,10 @@ class RslRlVecEnv(VecEnv):
         """Observation groups only critics and teachers read."""
         return tuple(name for name, group in self.env.cfg.observations.items() if group.privileged)
 
+    def observation_layout(self, group: str) -> list:
+        """The `ObsTermLayout`s of one observation group, in column order."""
+        return self.env.observation_manager.layout[group]
+
     def action_saturation_bounds(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(num_actions,) low and high raw actions beyond which the executed command saturates."""
         return self.env.action_manager.saturation_bounds()
