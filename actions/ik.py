@@ -85,6 +85,15 @@ def axis_angle_matrices(axis: torch.Tensor, angle: torch.Tensor) -> torch.Tensor
     return torch.eye(3, dtype=axis.dtype, device=axis.device) + sin * skew + (1.0 - cos) * skew @ skew
 
 
+def rotation_vectors(rot: torch.Tensor) -> torch.Tensor:
+    """Rotation vectors (N, 3) [rad] (axis times angle, angle < π) of rotation matrices (N, 3, 3)."""
+    vee = torch.stack([rot[:, 2, 1] - rot[:, 1, 2], rot[:, 0, 2] - rot[:, 2, 0], rot[:, 1, 0] - rot[:, 0, 1]], 1)
+    cos = ((rot.diagonal(dim1=1, dim2=2).sum(-1) - 1.0) / 2.0).clamp(-1.0, 1.0)
+    angle = torch.acos(cos)
+    factor = torch.where(angle > 1e-4, angle / (2.0 * angle.sin()).clamp_min(1e-12), torch.full_like(angle, 0.5))
+    return vee * factor.unsqueeze(1)
+
+
 class IKResidualAction(JointPositionAction):
     """Arm position targets around a damped least-squares IK step: `target = q + dls_step(q, command) + scale * action`.
 

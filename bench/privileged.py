@@ -18,6 +18,10 @@ Per task and seed, in this order (the later variants start from the earlier ones
 - `plain`: the task from scratch with λ = 0 throughout (no help, no schedule), the teacher's iterations;
 - `force_actions`: the teacher with its attraction rule replaced by policy-driven virtual forces
   (`VirtualForceAction` on the object), the same schedule and iterations;
+- `expert_student`: DAgger distillation from the task's scripted expert (`teacher=expert`) onto the `student`
+  group at λ = 0, β as for `student`, `--distill-iterations`;
+- `expert_student_tool`: the same with the arm driven by tool steps (`actions/tool_step.py: ToolStepAction`:
+  the expert's labels are its Cartesian steps, not joint targets); not deployable yet (no robot-side twin);
 - `deployable`: the teacher's training (privileges, schedule, iterations) with an actor that reads only
   the deployable `policy` group (an asymmetric actor–critic: the critic still reads the privileged
   group); its policy deploys as it is, with no distillation.
@@ -41,6 +45,7 @@ from pathlib import Path
 
 import torch
 
+from batonlab.actions import ToolStepAction
 from batonlab.cli import train as cli_train
 from batonlab.cli.common import build_invocation
 from batonlab.env.cfg import ActionTermCfg
@@ -48,14 +53,17 @@ from batonlab.env.env import BatonEnv
 from batonlab.observations.objects import body_pos
 from batonlab.privileges.virtual_forces import VirtualForceAction
 from batonlab.rl.evaluate import evaluate
+from batonlab.robots.arm6 import ARM_JOINTS, EE_SITE
 from batonlab.sim.render import write_mp4
 from batonlab.tasks import make_task_cfg
+from batonlab.tasks.grasping import ARM_TARGET_RATE
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sim_to_sim import compare_on_seeds  # noqa: E402
 
-VARIANTS = ("teacher", "student", "finetune", "plain", "force_actions", "deployable")
-DEPLOYABLE = ("student", "finetune", "deployable")
+VARIANTS = ("teacher", "student", "finetune", "plain", "force_actions", "deployable", "expert_student",
+            "expert_student_tool")
+DEPLOYABLE = ("student", "finetune", "deployable", "expert_student")
 """Variants whose policy reads only what a robot gives it: these run over ROS 2 with `--sim-to-sim`."""
 SIM_TO_SIM_SEED = 1000
 """First seed of the sim-to-sim episodes (`bench/sim_to_sim.py`'s default)."""
@@ -97,6 +105,9 @@ def apply_variant(cfg, variant: str) -> None:
     elif variant == "force_actions":
         cfg.privileges.pop("attraction", None)
         cfg.actions["virtual_force"] = ActionTermCfg(cls=VirtualForceAction, joints=(), params={"body": "object", "max_force": 6.0})
+    elif variant == "expert_student_tool":
+        cfg.actions["arm"] = ActionTermCfg(cls=ToolStepAction, joints=ARM_JOINTS, max_target_rate=ARM_TARGET_RATE,
+                                           params={"base": "arm_base", "site": EE_SITE})
 
 
 def variant_overrides(variant: str, runs: dict[str, Path], distill: int, finetune: int) -> list[str]:
@@ -105,6 +116,10 @@ def variant_overrides(variant: str, runs: dict[str, Path], distill: int, finetun
         return ["agent.algorithm.class_name=Distillation", f"teacher={runs['teacher']}", f"max_iterations={distill}",
                 "agent.obs_groups.student=[student]",
                 "agent.algorithm.distillation.teacher_action_prob=0.5",
+                f"agent.algorithm.distillation.teacher_action_iterations={max(1, distill // 2)}"]
+    if variant.startswith("expert_student"):
+        return ["agent.algorithm.class_name=Distillation", "teacher=expert", f"max_iterations={distill}",
+                "agent.obs_groups.student=[student]", "agent.algorithm.distillation.teacher_action_prob=0.5",
                 f"agent.algorithm.distillation.teacher_action_iterations={max(1, distill // 2)}"]
     if variant == "finetune":
         return [f"finetune={runs['student']}", f"max_iterations={finetune}", "agent.critic_warmup_iterations=20"]
@@ -116,7 +131,8 @@ def variant_overrides(variant: str, runs: dict[str, Path], distill: int, finetun
 def train(task: str, variant: str, seed: int, num_envs: int, iterations: int | None, log_root: Path,
           extra: list[str]):
     """Train one variant with `batonlab train`'s entry (a run folder under `log_root`)."""
-    budget = [f"max_iterations={iterations}"] if iterations is not None and variant not in ("student", "finetune") else []
+    distilled = ("student", "finetune", "expert_student", "expert_student_tool")
+    budget = [f"max_iterations={iterations}"] if iterations is not None and variant not in distilled else []
     inv = build_invocation([f"task={task}", f"seed={seed}", f"env.num_envs={num_envs}", *budget, *extra,
                             f"log_root={log_root / variant}", "eval_episodes=0", "progress=false"])
     apply_variant(inv.task, variant)

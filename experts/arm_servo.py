@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import torch
 
-from batonlab.actions.ik import TorchChain, axis_angle_matrices
+from batonlab.actions.ik import TorchChain, axis_angle_matrices, rotation_vectors
+from batonlab.actions.tool_step import ToolStepAction
 from batonlab.robots.kinematics import chain_from_model
 
 
@@ -46,13 +47,17 @@ class ArmPoseServo:
         return tip, rot
 
     def actions(self, waypoint: torch.Tensor, rotation: torch.Tensor, speed: torch.Tensor | float) -> torch.Tensor:
-        """(num_envs, n) raw actions toward `waypoint` (num_envs, 3) [m] and `rotation` (num_envs, 3, 3), the
-        commanded point moving at most `speed` [m per control step] (a float or (num_envs,))."""
+        """Raw actions of the arm's term toward `waypoint` (num_envs, 3) [m] and `rotation` (num_envs, 3, 3), the
+        commanded point moving at most `speed` [m per control step] (a float or (num_envs,)): (num_envs, n) joint
+        targets, or for a `ToolStepAction` (num_envs, 6) the steps themselves."""
         tip, rot = self.tool_pose()
-        last = self.last_targets()
         step = self.gain * (waypoint - tip)
         speed = torch.as_tensor(speed, dtype=tip.dtype, device=tip.device).reshape(-1, 1)
         step = step * (speed / step.norm(dim=1, keepdim=True).clamp_min(1e-9)).clamp(max=1.0)
+        if isinstance(self.term, ToolStepAction):  # the term integrates the point and bounds its lead itself
+            turn = rotation_vectors(self._turn_toward(rot, rotation) @ rot.transpose(1, 2))
+            return torch.cat([step / self.term.position_scale, turn / self.term.rotation_scale], 1)
+        last = self.last_targets()
         lead = self.chain.jacobian(last)[0] - tip
         lead = lead * (self.lead / lead.norm(dim=1, keepdim=True).clamp_min(self.lead))
         point, turn = tip + lead + step, self._turn_toward(rot, rotation)
