@@ -82,9 +82,8 @@ class PushGraspExpert(ExpertTerm):
     def _waypoints(self, box: torch.Tensor, yaw: torch.Tensor, tip: torch.Tensor, pushed: torch.Tensor) -> torch.Tensor:
         """(num_envs, 9, 3) the tool point's waypoint of each phase [m, world]; rising goes back from the box's side
         before the push is done, toward the point behind the pinch after it."""
-        hx, hy, hz = self.half_size
-        extent_x = hx * yaw.cos().abs() + hy * yaw.sin().abs()
-        extent_y = hx * yaw.sin().abs() + hy * yaw.cos().abs()
+        hz = self.half_size[2]
+        _, extent_y = self._extents(yaw)
         low = torch.full_like(yaw, 0.03)
         push_x = box[:, 0] - (0.2 * yaw).clamp(-0.08, 0.08)  # off centre, against the box's turn
         at_push = torch.stack([push_x, box[:, 1] - extent_y - 0.04, low], 1)
@@ -99,11 +98,15 @@ class PushGraspExpert(ExpertTerm):
         return torch.stack([at_push + up, at_push, push, rise, behind + box.new_tensor([0.0, 0.0, 0.2]), behind,
                             pinch, pinch, lifted], 1)
 
+    def _extents(self, yaw: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(num_envs,) each the box's half extent along the world x and y [m], turned by `yaw` [rad]."""
+        hx, hy, _ = self.half_size
+        cos, sin = yaw.cos().abs(), yaw.sin().abs()
+        return hx * cos + hy * sin, hx * sin + hy * cos
+
     def _pinch(self, box: torch.Tensor, yaw: torch.Tensor) -> torch.Tensor:
         """(num_envs, 3) where the tool point pinches the overhanging strip [m, world]."""
-        hx, hy, _ = self.half_size
-        extent_x = hx * yaw.cos().abs() + hy * yaw.sin().abs()
-        extent_y = hx * yaw.sin().abs() + hy * yaw.cos().abs()
+        extent_x, extent_y = self._extents(yaw)
         pinch_y = (box[:, 1] + extent_y - 0.015).clamp(min=self.edge_y + self.pinch_beyond)
         return torch.stack([box[:, 0] - extent_x + self.pinch_depth, pinch_y, box[:, 2] + 0.005], 1)
 
@@ -119,7 +122,8 @@ class PushGraspExpert(ExpertTerm):
         phase = torch.full_like(self.phase, ABOVE_PUSH)
         phase = torch.where(low, RISE, phase)
         phase = torch.where(flat[:, AT_PUSH] < 0.04, AT_PUSH, phase)
-        in_push_lane = (tip[:, 2] < 2 * hz - 0.005) & ((tip[:, 0] - waypoints[:, PUSH, 0]).abs() < 0.03) & (to[:, AT_PUSH, 1] < 0.06) & (to[:, PUSH, 1] > -0.01)
+        in_push_lane = ((tip[:, 2] < 2 * hz - 0.005) & (to[:, PUSH, 0].abs() < 0.03)  # below the box's top, behind it
+                        & (to[:, AT_PUSH, 1] < 0.06) & (to[:, PUSH, 1] > -0.01))
         phase = torch.where(in_push_lane, PUSH, phase)
         # The pinch: travel high to above the point behind it, go down, slide in, close, lift.
         pinch_phase = torch.where(low, RISE, ABOVE_BEHIND)
