@@ -38,13 +38,15 @@ class PushGraspExpert(ExpertTerm):
         push_to: The push stops once the box's centre is here [m, world y].
         pinch_beyond: The pads pinch at least this far beyond the edge [m] (the palm clears the table).
         pinch_depth: The tool point pinches this far in from the box's near end [m, x].
+        in_hand_radius: A lifted box this close to the tool point [m] is still held (tilted in the grip).
         arm, gripper: The action terms; the arm's chain is arm6's (`arm_base` to the `ee` site).
     """
 
     def __init__(self, env, body: str = "object", half_size: tuple[float, float, float] = (0.12, 0.08, 0.02),
                  edge_y: float = 0.2, push_to: float = 0.18, pinch_beyond: float = 0.045, pinch_depth: float = 0.06,
-                 arm: str = "arm", gripper: str = "gripper"):
+                 in_hand_radius: float = 0.15, arm: str = "arm", gripper: str = "gripper"):
         self.env, self.body = env, body
+        self.in_hand_radius = in_hand_radius
         self.half_size = half_size
         self.edge_y, self.push_to, self.pinch_beyond, self.pinch_depth = edge_y, push_to, pinch_beyond, pinch_depth
         self.servo = ArmPoseServo(env, arm, "arm_base", EE_SITE, ARM_JOINTS)
@@ -63,10 +65,10 @@ class PushGraspExpert(ExpertTerm):
         finger = env.sim.qpos[:, self.finger_adr].squeeze(1)
         finger_speed = env.sim.qvel[:, self.finger_dof].squeeze(1)
         # At the edge, or lifted, or nearly there with the tool already on the edge's side (pinching tugs it back).
-        pushed = ((box[:, 1] >= self.push_to) | (box[:, 2] > 2 * self.half_size[2] + 0.01)
-                  | ((box[:, 1] >= self.push_to - 0.03) & (tip[:, 1] > box[:, 1])))
+        lifted = box[:, 2] > 2 * self.half_size[2] + 0.01
+        pushed = (box[:, 1] >= self.push_to) | lifted | ((box[:, 1] >= self.push_to - 0.03) & (tip[:, 1] > box[:, 1]))
         waypoints = self._waypoints(box, yaw_from_quat(body_quat(env, self.body)), tip, pushed)
-        self.phase = self._phase(tip, finger, finger_speed, waypoints, pushed)
+        self.phase = self._phase(tip, box, finger, finger_speed, waypoints, pushed, lifted)
         target = waypoints[torch.arange(env.num_envs, device=env.device), self.phase]
         pushing = self.phase <= PUSH
         rotation = torch.where(pushing.view(-1, 1, 1), self.down, self.forward)
@@ -93,7 +95,7 @@ class PushGraspExpert(ExpertTerm):
         high = torch.full_like(yaw, 0.12 + 2 * hz)
         rise = torch.where(pushed.unsqueeze(1), torch.stack([torch.minimum(tip[:, 0], behind[:, 0]), tip[:, 1], high], 1),
                            torch.stack([tip[:, 0], torch.minimum(tip[:, 1], at_push[:, 1] + 0.01), high], 1))
-        lifted = torch.stack([pinch[:, 0], pinch[:, 1], torch.full_like(yaw, 0.2)], 1)
+        lifted = torch.stack([tip[:, 0], tip[:, 1], torch.full_like(yaw, 0.2)], 1)  # straight up, then held there
         up = box.new_tensor([0.0, 0.0, 0.12])
         return torch.stack([at_push + up, at_push, push, rise, behind + box.new_tensor([0.0, 0.0, 0.2]), behind,
                             pinch, pinch, lifted], 1)
@@ -110,10 +112,10 @@ class PushGraspExpert(ExpertTerm):
         pinch_y = (box[:, 1] + extent_y - 0.015).clamp(min=self.edge_y + self.pinch_beyond)
         return torch.stack([box[:, 0] - extent_x + self.pinch_depth, pinch_y, box[:, 2] + 0.005], 1)
 
-    def _phase(self, tip: torch.Tensor, finger: torch.Tensor, finger_speed: torch.Tensor, waypoints: torch.Tensor,
-               pushed: torch.Tensor) -> torch.Tensor:
-        """(num_envs,) each env's phase from the tool point, the finger's opening [m] and speed [m/s], the waypoints
-        and whether the push is done."""
+    def _phase(self, tip: torch.Tensor, box: torch.Tensor, finger: torch.Tensor, finger_speed: torch.Tensor,
+               waypoints: torch.Tensor, pushed: torch.Tensor, lifted: torch.Tensor) -> torch.Tensor:
+        """(num_envs,) each env's phase from the tool point and the box's centre [m], the finger's opening [m] and
+        speed [m/s], the waypoints, whether the push is done and whether the box is off the table."""
         hz = self.half_size[2]
         to = waypoints - tip.unsqueeze(1)  # (num_envs, 9, 3)
         flat = to[..., :2].norm(dim=-1)
@@ -135,8 +137,9 @@ class PushGraspExpert(ExpertTerm):
                          & (to[:, SLIDE_IN, 0] > -0.02) & (to[:, BEHIND, 0] < -0.01))
         pinch_phase = torch.where((aligned | in_slide_lane) & (finger > 0.03), SLIDE_IN, pinch_phase)
         at_pinch = to[:, CLOSE].norm(dim=-1)
-        closing = (at_pinch < 0.015) | ((at_pinch < 0.05) & (finger < 0.03) & (finger > 0.008))
+        closing = ((at_pinch < 0.015) | ((at_pinch < 0.05) & (finger < 0.03))) & (finger > 0.008)  # not on nothing
         pinch_phase = torch.where(closing, CLOSE, pinch_phase)
         squeezing = (finger > 0.008) & (finger < 0.022) & (finger_speed.abs() < 0.01)  # closed on something
-        pinch_phase = torch.where(squeezing & (at_pinch < 0.05), LIFT, pinch_phase)
+        in_hand = (at_pinch < 0.05) | (lifted & ((box - tip).norm(dim=1) < self.in_hand_radius))  # it may tilt, held
+        pinch_phase = torch.where(squeezing & in_hand, LIFT, pinch_phase)
         return torch.where(pushed, pinch_phase, phase)

@@ -96,7 +96,8 @@ def make_arm_push_grasp_cfg(play: bool = False) -> TaskCfg:
         params={"quat_sensor": "ee_quat_b", "local_axis": (0.0, 1.0, 0.0), "direction": (0.0, 0.0, 1.0),
                 "body": "object", "sensor": "ee_pos_w", "std": 0.3}, weight=1.0)
     cfg.observations["privileged"].terms["contacts"].params["sensors"] = PAD_CONTACTS
-    cfg.expert = TermCfg(func=PushGraspExpert, params={"half_size": BOX_HALF, "edge_y": TABLE_EDGE_Y, "push_to": PUSH_GOAL_Y})
+    cfg.expert = TermCfg(func=PushGraspExpert, params={"half_size": BOX_HALF, "edge_y": TABLE_EDGE_Y, "push_to": PUSH_GOAL_Y,
+                                                       "in_hand_radius": IN_HAND_RADIUS})
     cfg.privileges["head_start"] = PrivilegeTermCfg(
         func=HeadStart, params={"body": "object", "shift": (0.0, HEAD_START), "max_xy": (None, PUSH_GOAL_Y)})
     cfg.privileges["slippery_table"] = PrivilegeTermCfg(
