@@ -76,6 +76,15 @@ class TorchChain:
         return (jac.transpose(1, 2) @ torch.linalg.solve(gram, error.unsqueeze(-1))).squeeze(-1).to(q.dtype)
 
 
+    def dls_solve(self, q: torch.Tensor, target_pos: torch.Tensor, damping: float, target_rot: torch.Tensor | None,
+                  rot_weight: float, iterations: int, low: torch.Tensor, high: torch.Tensor) -> torch.Tensor:
+        """Joint positions (N, n) [rad] after `iterations` half `dls_step`s from q, each kept inside [low, high]."""
+        for _ in range(iterations):
+            q = q + 0.5 * self.dls_step(q, target_pos, damping, target_rot, rot_weight)
+            q = torch.maximum(torch.minimum(q, high), low)
+        return q
+
+
 def axis_angle_matrices(axis: torch.Tensor, angle: torch.Tensor) -> torch.Tensor:
     """Rotation matrices (N, 3, 3) by `angle` (N,) [rad] about unit axes (N, 3) (Rodrigues)."""
     x, y, z = axis.unbind(-1)
@@ -92,6 +101,13 @@ def rotation_vectors(rot: torch.Tensor) -> torch.Tensor:
     angle = torch.acos(cos)
     factor = torch.where(angle > 1e-4, angle / (2.0 * angle.sin()).clamp_min(1e-12), torch.full_like(angle, 0.5))
     return vee * factor.unsqueeze(1)
+
+
+def rotation_matrices(vectors: torch.Tensor) -> torch.Tensor:
+    """Rotation matrices (N, 3, 3) of rotation vectors (N, 3) [rad] (the inverse of `rotation_vectors`)."""
+    angle = vectors.norm(dim=1)
+    axis = vectors / angle.clamp_min(1e-9).unsqueeze(1)
+    return axis_angle_matrices(axis.double(), angle.double()).to(vectors.dtype)
 
 
 class IKResidualAction(JointPositionAction):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from batonlab.actions.ik import TorchChain, axis_angle_matrices
+from batonlab.actions.ik import TorchChain, rotation_matrices
 from batonlab.actions.joint import JointPositionAction, command_filter_targets
 from batonlab.env.cfg import ActionTermCfg
 from batonlab.robots.kinematics import chain_from_model
@@ -72,11 +72,9 @@ class ToolStepAction(JointPositionAction):
         lead = self.command_pos + self.position_scale * actions[:, :3] - tip
         lead = lead * (self.max_lead / lead.norm(dim=1, keepdim=True).clamp_min(self.max_lead))
         self.command_pos = tip + lead
-        self.command_rot = _turned(self.rotation_scale * actions[:, 3:]) @ rot
-        q = self.ik_targets
-        for _ in range(self.iterations):
-            q = q + 0.5 * self.chain.dls_step(q, self.command_pos, self.damping, self.command_rot, self.rotation_weight)
-            q = torch.maximum(torch.minimum(q, self.joint_high), self.joint_low)
+        self.command_rot = rotation_matrices(self.rotation_scale * actions[:, 3:]) @ rot
+        q = self.chain.dls_solve(self.ik_targets, self.command_pos, self.damping, self.command_rot, self.rotation_weight,
+                                 self.iterations, self.joint_low, self.joint_high)
         self.ik_targets = q
         targets = torch.maximum(torch.minimum(q, self.ctrl_high), self.ctrl_low)
         if self.limited:
@@ -103,9 +101,3 @@ class ToolStepAction(JointPositionAction):
         ones = torch.ones(6, device=self.raw_actions.device)
         return -ones, ones
 
-
-def _turned(vectors: torch.Tensor) -> torch.Tensor:
-    """Rotation matrices (N, 3, 3) of rotation vectors (N, 3) [rad]."""
-    angle = vectors.norm(dim=1)
-    axis = vectors / angle.clamp_min(1e-9).unsqueeze(1)
-    return axis_angle_matrices(axis.double(), angle.double()).to(vectors.dtype)

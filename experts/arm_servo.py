@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from batonlab.actions.ik import TorchChain, axis_angle_matrices, rotation_vectors
+from batonlab.actions.ik import TorchChain, rotation_matrices, rotation_vectors
 from batonlab.actions.tool_step import ToolStepAction
 from batonlab.robots.kinematics import chain_from_model
 
@@ -61,10 +61,7 @@ class ArmPoseServo:
         lead = self.chain.jacobian(last)[0] - tip
         lead = lead * (self.lead / lead.norm(dim=1, keepdim=True).clamp_min(self.lead))
         point, turn = tip + lead + step, self._turn_toward(rot, rotation)
-        q = last.clone()
-        for _ in range(self.iterations):
-            q = q + 0.5 * self.chain.dls_step(q, point, self.damping, turn, self.rot_weight)
-            q = torch.maximum(torch.minimum(q, self.high), self.low)
+        q = self.chain.dls_solve(last, point, self.damping, turn, self.rot_weight, self.iterations, self.low, self.high)
         return (q - self.term.offset) / self.term.scale
 
     def last_targets(self) -> torch.Tensor:
@@ -80,10 +77,7 @@ class ArmPoseServo:
             half_turn = goal * torch.tensor([-1.0, -1.0, 1.0], dtype=goal.dtype, device=goal.device)
             nearer = (half_turn * rot).sum((1, 2)) > (goal * rot).sum((1, 2))
             goal = torch.where(nearer.view(-1, 1, 1), half_turn, goal)
-        relative = goal @ rot.transpose(1, 2)
-        cos = ((relative.diagonal(dim1=1, dim2=2).sum(-1) - 1.0) / 2.0).clamp(-1.0 + 1e-6, 1.0 - 1e-6)
-        angle = torch.acos(cos)
-        axis = torch.stack([relative[:, 2, 1] - relative[:, 1, 2], relative[:, 0, 2] - relative[:, 2, 0],
-                            relative[:, 1, 0] - relative[:, 0, 1]], 1) / (2.0 * angle.sin()).unsqueeze(1)
-        partial = axis_angle_matrices(axis.double(), angle.clamp(max=self.max_turn).double()).to(rot.dtype) @ rot
+        turn = rotation_vectors(goal @ rot.transpose(1, 2))
+        angle = turn.norm(dim=1, keepdim=True)
+        partial = rotation_matrices(turn * (self.max_turn / angle.clamp_min(self.max_turn))) @ rot
         return torch.where((angle > self.max_turn).view(-1, 1, 1), partial, goal)
