@@ -14,7 +14,9 @@ Per task and seed, in this order (the later variants start from the earlier ones
   falling to 0 over the first half) onto the deployable `student` group (the `policy` terms with 3
   frames of history), at λ = 0;
 - `finetune`: PPO fine-tuning of that student at λ = 0 (`finetune=`), critic from the teacher, the actor
-  held for the first 20 iterations while the critic learns the student's returns;
+  held for the first 20 iterations while the critic learns the student's returns; `keep_best=true` keeps the
+  checkpoint of its best play evaluation (every 25 iterations, 128 episodes of the training seed), which is
+  tested too (`best` in the table: the test episodes are other seeds than the selection's);
 - `plain`: the task from scratch with λ = 0 throughout (no help, no schedule), the teacher's iterations;
 - `force_actions`: the teacher with its attraction rule replaced by policy-driven virtual forces
   (`VirtualForceAction` on the object), the same schedule and iterations;
@@ -48,6 +50,7 @@ import torch
 from batonlab.actions import ToolStepAction
 from batonlab.cli import train as cli_train
 from batonlab.cli.common import build_invocation
+from batonlab.cli.policy_loading import load_trained
 from batonlab.env.cfg import ActionTermCfg
 from batonlab.env.env import BatonEnv
 from batonlab.observations.objects import body_pos
@@ -67,6 +70,8 @@ DEPLOYABLE = ("student", "finetune", "deployable", "expert_student")
 """Variants whose policy reads only what a robot gives it: these run over ROS 2 with `--sim-to-sim`."""
 SIM_TO_SIM_SEED = 1000
 """First seed of the sim-to-sim episodes (`bench/sim_to_sim.py`'s default)."""
+SELECTION_INTERVAL, SELECTION_EPISODES = 25, 128
+"""`finetune`'s play evaluations that pick its `model_best.pt`: every 25 iterations, 128 episodes."""
 PARK_MARGIN = 0.05
 """The tool point is parked at the object within the object's largest half size plus this [m]."""
 
@@ -95,6 +100,10 @@ class VariantResult:
     """`--sim-to-sim`: success of `play` on the sim-to-sim seeds."""
     ros_success: float = float("nan")
     """`--sim-to-sim`: success over ROS 2 on those seeds."""
+    best_success: float = float("nan")
+    """`finetune`: success at λ = 0 on the test episodes of its `model_best.pt`."""
+    best_iteration: int = -1
+    """`finetune`: the iteration of its `model_best.pt`."""
 
 
 def apply_variant(cfg, variant: str) -> None:
@@ -122,7 +131,8 @@ def variant_overrides(variant: str, runs: dict[str, Path], distill: int, finetun
                 "agent.obs_groups.student=[student]", "agent.algorithm.distillation.teacher_action_prob=0.5",
                 f"agent.algorithm.distillation.teacher_action_iterations={max(1, distill // 2)}"]
     if variant == "finetune":
-        return [f"finetune={runs['student']}", f"max_iterations={finetune}", "agent.critic_warmup_iterations=20"]
+        return [f"finetune={runs['student']}", f"max_iterations={finetune}", "agent.critic_warmup_iterations=20",
+                "keep_best=true", f"eval_interval={SELECTION_INTERVAL}", f"eval_episodes={SELECTION_EPISODES}"]
     if variant == "deployable":
         return ["agent.obs_groups.actor=[policy]"]
     return []
@@ -133,8 +143,8 @@ def train(task: str, variant: str, seed: int, num_envs: int, iterations: int | N
     """Train one variant with `batonlab train`'s entry (a run folder under `log_root`)."""
     distilled = ("student", "finetune", "expert_student", "expert_student_tool")
     budget = [f"max_iterations={iterations}"] if iterations is not None and variant not in distilled else []
-    inv = build_invocation([f"task={task}", f"seed={seed}", f"env.num_envs={num_envs}", *budget, *extra,
-                            f"log_root={log_root / variant}", "eval_episodes=0", "progress=false"])
+    inv = build_invocation([f"task={task}", f"seed={seed}", f"env.num_envs={num_envs}", *budget, "eval_episodes=0",
+                            *extra, f"log_root={log_root / variant}", "progress=false"])
     apply_variant(inv.task, variant)
     levels: list[float] = []
 
@@ -143,6 +153,15 @@ def train(task: str, variant: str, seed: int, num_envs: int, iterations: int | N
 
     result = cli_train.train(inv, on_iteration=record)
     return result, levels
+
+
+def best_policy(task: str, trained):
+    """The inference policy of a `keep_best` run's `model_best.pt`, as `batonlab play checkpoint=` loads it."""
+    inv = build_invocation([f"task={task}", f"run_dir={trained.run_dir}", f"checkpoint={trained.best.path}"], play=True)
+    inv.task.num_envs = 1
+    env, runner, _, _ = load_trained(inv)
+    env.close()
+    return runner.inference_policy()
 
 
 @torch.inference_mode()
@@ -221,6 +240,9 @@ def main() -> None:
                 runs[variant] = trained.run_dir
                 video = None if args.no_video else args.out / f"{task}_{variant}_seed{seed}.mp4"
                 scores = test(task, variant, trained.policy, seed, args.eval_episodes, video)
+                if trained.best is not None:
+                    best = test(task, variant, best_policy(task, trained), seed, args.eval_episodes, None)
+                    scores.update(best_success=best["success"], best_iteration=trained.best.iteration)
                 if args.sim_to_sim and variant in DEPLOYABLE:
                     play, ros, _ = compare_on_seeds(Path(trained.run_dir), task, SIM_TO_SIM_SEED, args.sim_to_sim,
                                                     domain_id=61, log=lambda line: print(f"[privileged] {line}", flush=True))
@@ -231,16 +253,19 @@ def main() -> None:
                                              run_dir=str(trained.run_dir), levels=levels, **scores))
                 print(f"[privileged] {task} / {variant}: success at λ=0 {scores['success']:.2f}, final λ "
                       f"{results[-1].final_level:.2f}, {trained.wall_s / 60:.1f} min"
+                      + (f"; its best checkpoint (it. {scores['best_iteration']}) {scores['best_success']:.2f}"
+                         if "best_success" in scores else "")
                       + (f"; play {scores['play_seeds_success']:.2f} vs ROS 2 {scores['ros_success']:.2f} on "
                          f"{args.sim_to_sim} seeds" if "ros_success" in scores else ""), flush=True)
                 (args.out / "results.json").write_text(json.dumps([asdict(r) for r in results], indent=1))
 
     print(f"\nTested at λ = 0 on {args.eval_episodes} episodes; {args.num_envs} envs\n")
     print(f"{'task':15s} {'variant':14s} {'seed':>4s} {'M steps':>7s} {'final λ':>8s} {'train succ':>10s} "
-          f"{'succ λ=0':>9s} {'lift':>6s} {'parked':>7s} {'min':>5s} {'play/ROS 2':>11s}")
+          f"{'succ λ=0':>9s} {'best (it.)':>11s} {'lift':>6s} {'parked':>7s} {'min':>5s} {'play/ROS 2':>11s}")
     for r in results:
         print(f"{r.task:15s} {r.name:14s} {r.seed:4d} {r.env_steps / 1e6:7.2f} {r.final_level:8.2f} "
-              f"{r.train_success:10.2f} {r.success:9.2f} {r.max_lift_in_hand:6.3f} {r.parked_fraction:7.2f} "
+              f"{r.train_success:10.2f} {r.success:9.2f} {r.best_success:5.2f} ({r.best_iteration:3d}) "
+              f"{r.max_lift_in_hand:6.3f} {r.parked_fraction:7.2f} "
               f"{r.train_time_s / 60:5.1f} {r.play_seeds_success:5.2f}/{r.ros_success:4.2f}")
     print(f"\n[privileged] results: {args.out / 'results.json'}")
 

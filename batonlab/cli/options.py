@@ -63,6 +63,7 @@ class CliOptions:
     max_iterations: int | None
     stop_at: str | None
     eval_interval: int
+    keep_best: bool
     eval_episodes: int
     progress: bool
     verbose: bool

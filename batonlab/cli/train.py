@@ -73,6 +73,8 @@ class TrainResult:
     """Why training ended: "stop_at" (the target was reached), "iterations" (the total, or ceiling), "signal"."""
     plan: TrainingPlan | None = None
     """The iterations and stop rule the run trained with."""
+    best: BestCheckpoint | None = None
+    """With `keep_best=true`: the checkpoint of the best periodic play evaluation (None if none ran)."""
 
 
 def run(inv: Invocation) -> int:
@@ -94,6 +96,9 @@ def run(inv: Invocation) -> int:
             print(advice)
         print(f"[batonlab] {inv.task_name}: success rate {ev.success_rate:.2f} over {ev.num_episodes} episodes "
               f"(mean return {ev.mean_return:.3f}, play settings)")
+    if result.best is not None:
+        print(f"[batonlab] best play success {result.best.success_rate:.2f} at iteration {result.best.iteration}: "
+              f"{result.best.path} (play or export it with checkpoint={result.best.path})")
     return 0
 
 
@@ -191,6 +196,9 @@ def _train(inv: Invocation, device: str, ctx, on_iteration) -> TrainResult:
         source = "the task's success bar over robot=" if plan.stop_at.by_default else plan.stop_at.option
         print(f"[batonlab] training until play success >= {plan.stop_at.rate:.2f} ({source}), evaluated every "
               f"{plan.stop_at.interval} iterations, at most {total} iterations (max_iterations=N to change)")
+    if plan.keep_best:
+        print(f"[batonlab] keeping {BEST_CHECKPOINT}: the best of the play evaluations every {plan.eval_interval} "
+              f"iterations")
     if distilling:
         groups = runner.train_cfg["obs_groups"]
         teacher = "the task's scripted expert" if inv.agent.teacher.expert else f"the teacher {inv.agent.teacher.checkpoint}"
@@ -208,7 +216,7 @@ def _train(inv: Invocation, device: str, ctx, on_iteration) -> TrainResult:
             if robot:
                 config["robot_sha256"] = robot["robot_sha256"]
             write_yaml({**config, "env": inv.task, "agent": inv.agent}, run_dir / "config.yaml")
-        target = _TargetCheck(inv, plan.stop_at) if plan.stop_at is not None else None
+        target = _PeriodicEval(inv, plan, run_dir if is_main else None) if plan.evaluates else None
         try:
             stats = runner.learn(total, progress=top.progress, on_iteration=on_iteration, should_stop=target)
         except USER_ERRORS:
@@ -232,31 +240,75 @@ def _train(inv: Invocation, device: str, ctx, on_iteration) -> TrainResult:
         if is_main and top.eval_episodes > 0 and evaluation is None:
             # No more envs than training ran: a small test run gets a small evaluation.
             evaluation = _evaluate(inv, runner, min(top.eval_episodes, inv.task.num_envs))
+            if plan.keep_best and runner.last_checkpoint is not None:  # the last iteration's evaluation is this one
+                target.keep_if_best(checkpoint.load(runner.last_checkpoint), evaluation, run_dir)
     return TrainResult(run_dir, runner.iteration, runner.total_env_steps, stats, wall_s, runner.last_checkpoint,
-                       runner.stop_requested, evaluation, runner.inference_policy(), stopped_by, plan)
+                       runner.stop_requested, evaluation, runner.inference_policy(), stopped_by, plan,
+                       target.best if target is not None else None)
 
 
-class _TargetCheck:
-    """`BatonRunner.learn`'s `should_stop` for `stop_at`: a play evaluation every `interval` iterations."""
+@dataclass(frozen=True)
+class BestCheckpoint:
+    """`model_best.pt` of a `keep_best=true` run: the checkpoint of its best periodic play evaluation."""
 
-    def __init__(self, inv: Invocation, stop_at: StopAt):
-        self.inv, self.stop_at = inv, stop_at
+    path: Path
+    iteration: int
+    success_rate: float
+    """Play success rate of that evaluation [0, 1]."""
+
+
+BEST_CHECKPOINT = "model_best.pt"
+"""File name of `keep_best`'s checkpoint in a run folder (never picked as the newest: not `model_<it>.pt`)."""
+
+
+class _PeriodicEval:
+    """`BatonRunner.learn`'s `should_stop` for `stop_at` and `keep_best`: a play evaluation every `eval_interval`
+    iterations, a stop at the target, and `model_best.pt` at each evaluation that beats the best so far."""
+
+    def __init__(self, inv: Invocation, plan: TrainingPlan, run_dir: Path | None):
+        self.inv, self.plan = inv, plan
         self.reached: EvalResult | None = None
         """The evaluation that reached the target (the closing evaluation of the run), if one did."""
+        self.best = _saved_best(run_dir / BEST_CHECKPOINT) if plan.keep_best and run_dir is not None else None
+        """The best checkpoint so far (a resumed run starts from the one it saved)."""
 
     def __call__(self, runner: BatonRunner, stats: dict[str, float]) -> bool:
-        if runner.iteration % self.stop_at.interval:
+        if runner.iteration % self.plan.eval_interval:
             return False
         # The closing evaluation's settings: the same seed and envs, so a policy that stops here would
         # score the same there.
         evaluation = _evaluate(self.inv, runner, min(self.inv.top.eval_episodes, self.inv.task.num_envs),
                                progress=False)
         runner.alg.train_mode()
-        tqdm.write(f"[batonlab] iteration {runner.iteration}: play success {evaluation.success_rate:.2f} "
-                   f"(stopping at {self.stop_at.rate:.2f})")
-        if evaluation.success_rate >= self.stop_at.rate:
+        notes = []
+        if self.plan.stop_at is not None:
+            notes.append(f"stopping at {self.plan.stop_at.rate:.2f}")
+        if self.plan.keep_best and runner.log_dir is not None:
+            notes.append(self.keep_if_best(runner.state_dict(), evaluation, runner.log_dir))
+        tqdm.write(f"[batonlab] iteration {runner.iteration}: play success {evaluation.success_rate:.2f}"
+                   + (f" ({'; '.join(notes)})" if notes else ""))
+        if self.plan.stop_at is not None and evaluation.success_rate >= self.plan.stop_at.rate:
             self.reached = evaluation
         return self.reached is not None
+
+    def keep_if_best(self, state: dict, evaluation: EvalResult, run_dir: Path) -> str:
+        """Save `state` (a checkpoint dict) as `model_best.pt` if `evaluation` beats the best so far; says which."""
+        if self.best is not None and evaluation.success_rate <= self.best.success_rate:
+            return f"best {self.best.success_rate:.2f} at iteration {self.best.iteration}"
+        played = {"success_rate": evaluation.success_rate, "num_episodes": evaluation.num_episodes}
+        path = checkpoint.save_atomic({**state, "play_evaluation": played}, run_dir / BEST_CHECKPOINT)
+        self.best = BestCheckpoint(path, int(state["iter"]), evaluation.success_rate)
+        return f"best so far: saved {BEST_CHECKPOINT}"
+
+
+def _saved_best(path: Path) -> BestCheckpoint | None:
+    """The `model_best.pt` a run saved before it was resumed, if it loads."""
+    try:
+        state = checkpoint.load(path)
+    except (FileNotFoundError, checkpoint.CheckpointError):
+        return None
+    evaluation = state.get("play_evaluation", {})
+    return BestCheckpoint(path, int(state.get("iter", 0)), float(evaluation.get("success_rate", -1.0)))
 
 
 def _why_stopped(plan: TrainingPlan, reached: EvalResult | None, iterations: int) -> str:

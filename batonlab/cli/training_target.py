@@ -1,11 +1,12 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Training to a result: `stop_at=success:RATE`, the iteration ceiling, and what a run says when it ends.
+"""Training to a result: `stop_at=success:RATE`, `keep_best`, the iteration ceiling, and what a run says when it ends.
 
 With `stop_at`, every `eval_interval` iterations the policy plays one episode per env of the task's
 play variant (as `batonlab play` does, privileges off); training stops at the first evaluation at
 or above the rate, or at the ceiling: `max_iterations=` when given, else the task's success bar's
 `max_iterations`, else `agent.max_iterations`. Over a user's robot (`robot=` on a task that takes one)
-a task with a success bar trains to it by default.
+a task with a success bar trains to it by default. With `keep_best=true` the same evaluations keep
+`model_best.pt`, the checkpoint of the best one so far (a fine-tuned student can peak and fall).
 """
 
 from __future__ import annotations
@@ -45,13 +46,24 @@ class TrainingPlan:
     stop_at: StopAt | None
     success_bar: SuccessBar | None
     """The task's bar, reported when a run ends below it."""
+    keep_best: bool = False
+    """Save `model_best.pt` at each periodic evaluation that beats the best so far."""
+    eval_interval: int = 10
+    """Iterations between the periodic play evaluations (of `stop_at` and `keep_best`)."""
+
+    @property
+    def evaluates(self) -> bool:
+        """Whether the run plays periodic evaluations while it trains."""
+        return self.stop_at is not None or self.keep_best
 
 
 def training_plan(inv: Invocation) -> TrainingPlan:
-    """The plan of `inv`'s run from `stop_at=`, `max_iterations=`, `eval_interval=` and the task's success bar.
+    """The plan of `inv`'s run from `stop_at=`, `keep_best=`, `max_iterations=`, `eval_interval=` and the task's
+    success bar.
 
     Raises:
-        CliError: a malformed `stop_at`, `eval_interval` < 1, or `stop_at` with `distributed=true`.
+        CliError: a malformed `stop_at`, `eval_interval` < 1, or `stop_at` / `keep_best` with `distributed=true`
+            or without evaluation episodes.
     """
     top = inv.top
     entry = get_task(inv.task_name)
@@ -66,15 +78,20 @@ def training_plan(inv: Invocation) -> TrainingPlan:
     if stop_at is not None and top.eval_episodes < 1:
         raise CliError(f"{stop_at.option} is checked by play evaluations: eval_episodes={top.eval_episodes} "
                        f"must be >= 1")
+    if top.keep_best and top.eval_episodes < 1:
+        raise CliError(f"keep_best=true keeps the checkpoint of the best play evaluation: eval_episodes="
+                       f"{top.eval_episodes} must be >= 1")
     if stop_at is not None and top.distributed:
         raise CliError("stop_at= evaluates on one process; it cannot stop a distributed=true run (use max_iterations=)")
+    if top.keep_best and top.distributed:
+        raise CliError("keep_best=true evaluates on one process; it is not available with distributed=true")
     if top.max_iterations is not None:
         total = top.max_iterations
     elif stop_at is not None and bar is not None:
         total = bar.max_iterations
     else:
         total = inv.agent.max_iterations
-    return TrainingPlan(total, stop_at, bar)
+    return TrainingPlan(total, stop_at, bar, keep_best=bool(top.keep_best), eval_interval=top.eval_interval)
 
 
 def parse_stop_at(text) -> float:

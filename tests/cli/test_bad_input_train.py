@@ -75,6 +75,8 @@ TRAIN_CASES = [
     (["stop_at=success:0"], "stop_at=success:0: expected success:RATE"),
     (["stop_at=success:0.9", "eval_interval=0"], "eval_interval=0: expected an integer >= 1"),
     (["stop_at=success:0.9", "eval_episodes=0"], "stop_at=success:0.9 is checked by play evaluations: eval_episodes=0"),
+    (["keep_best=true", "eval_episodes=0"], "keep_best=true keeps the checkpoint of the best play evaluation: eval_episodes=0"),
+    (["keep_best=maybe"], "keep_best"),
 ]
 
 PLAY_CASES = [

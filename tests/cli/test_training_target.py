@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Training to a result: `stop_at=success:RATE` stops at the first periodic play evaluation that reaches it,
-a ceiling bounds it, tasks over a user's robot train to their success bar by default, and a run that ends
+`keep_best=true` keeps the checkpoint of the best one (across a resume), a ceiling bounds it, tasks over a user's robot train to their success bar by default, and a run that ends
 below its task's bar says so and prints the command that continues it."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import shutil
 from batonlab.cli.common import build_invocation
 from batonlab.cli.main import main
 from batonlab.cli.training_target import training_plan
+from batonlab.rl import checkpoint
 from robot_files import write_urdf_arm
 
 # Malformed stop_at / eval_interval: tests/cli/test_bad_input_train.py.
@@ -32,21 +33,41 @@ def test_tasks_over_a_user_robot_train_to_their_bar_by_default(tmp_path):
     assert asked.total_iterations == 300  # arm_reach's bar gives the ceiling
 
 
-def test_a_run_that_reaches_its_target_stops_there(arm_reach_policy, tmp_path, capsys):
+def test_a_run_that_reaches_its_target_stops_there_and_keeps_its_best(arm_reach_policy, tmp_path, capsys):
     """Resuming the session's trained arm_reach (≥ 0.9) with stop_at=success:0.5 stops at the first evaluation,
-    saves that iteration, says why, and reports that evaluation as the run's success."""
+    saves that iteration, says why, and reports that evaluation as the run's success; with keep_best=true it
+    saves model_best.pt there, and resuming again keeps the best of all evaluations (the earlier one's
+    too) in model_best.pt, which resume never takes for the newest checkpoint and play loads."""
     run = tmp_path / "run"
     shutil.copytree(arm_reach_policy.run_dir, run)
-    start = max(int(p.stem.split("_")[1]) for p in run.glob("model_*.pt"))
-    code = main(["train", "resume=true", f"run_dir={run}", f"max_iterations={start + 10}", "stop_at=success:0.5",
-                 "eval_interval=1", "env.num_envs=64", "eval_episodes=64", "progress=false"])
+    start = max(int(p.stem.split("_")[1]) for p in run.glob("model_[0-9]*.pt"))
+    common = ["resume=true", f"run_dir={run}", "eval_interval=1", "env.num_envs=64", "eval_episodes=64",
+              "progress=false", "keep_best=true"]
+    code = main(["train", *common, f"max_iterations={start + 10}", "stop_at=success:0.5"])
     out = capsys.readouterr().out
     assert code == 0, out
-    assert f"iteration {start + 1}: play success" in out
+    assert f"iteration {start + 1}: play success" in out and "best so far: saved model_best.pt" in out
     assert f"done: {start + 1} iterations" in out and "stopped: play success" in out and "stop_at=success:0.5" in out
     assert (run / f"model_{start + 1}.pt").is_file() and not (run / f"model_{start + 2}.pt").exists()
     reported = re.search(r"arm_reach: success rate (\d\.\d\d) over 64 episodes", out)
     assert reported and float(reported[1]) >= 0.5, out
+    first = checkpoint.load(run / "model_best.pt")
+    assert first["iter"] == start + 1 and f"{first['play_evaluation']['success_rate']:.2f}" == reported[1]
+
+    assert main(["train", *common, f"max_iterations={start + 3}"]) == 0
+    out = capsys.readouterr().out
+    rates = {start + 1: first["play_evaluation"]["success_rate"]}
+    found = re.search(rf"iteration {start + 2}: play success (\d\.\d\d) \((best so far|best \d\.\d\d at)", out)
+    closing = re.search(r"arm_reach: success rate (\d\.\d\d) over 64 episodes", out)  # the last iteration's
+    assert found and closing, out
+    rates[start + 2], rates[start + 3] = float(found[1]), float(closing[1])
+    best_iteration = max(rates, key=lambda it: (rates[it], -it))  # ties keep the earlier
+    best = checkpoint.load(run / "model_best.pt")
+    assert best["iter"] == best_iteration, (rates, out)
+    assert f"best play success {rates[best_iteration]:.2f} at iteration {best_iteration}" in out
+    assert checkpoint.latest_checkpoint(run) == run / f"model_{start + 3}.pt"
+    assert main(["play", f"run_dir={run}", f"checkpoint={run / 'model_best.pt'}", "play.num_episodes=4",
+                 "progress=false", "play.video=false"]) == 0, capsys.readouterr()
 
 
 def test_a_run_below_its_bar_says_how_to_continue_and_the_resumed_run_reports_success(tmp_path, capsys):
