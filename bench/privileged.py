@@ -23,7 +23,7 @@ Per task and seed, in this order (the later variants start from the earlier ones
 - `expert_student`: DAgger distillation from the task's scripted expert (`teacher=expert`) onto the `student`
   group at λ = 0, β as for `student`, `--distill-iterations`;
 - `expert_student_tool`: the same with the arm driven by tool steps (`actions/tool_step.py: ToolStepAction`:
-  the expert's labels are its Cartesian steps, not joint targets); not deployable yet (no robot-side twin);
+  the expert's labels are its Cartesian steps, not joint targets); the robot runs its twin from the manifest;
 - `deployable`: the teacher's training (privileges, schedule, iterations) with an actor that reads only
   the deployable `policy` group (an asymmetric actor–critic: the critic still reads the privileged
   group); its policy deploys as it is, with no distillation.
@@ -47,7 +47,6 @@ from pathlib import Path
 
 import torch
 
-from batonlab.actions import ToolStepAction
 from batonlab.cli import train as cli_train
 from batonlab.cli.common import build_invocation
 from batonlab.cli.policy_loading import load_trained
@@ -56,10 +55,9 @@ from batonlab.env.env import BatonEnv
 from batonlab.observations.objects import body_pos
 from batonlab.privileges.virtual_forces import VirtualForceAction
 from batonlab.rl.evaluate import evaluate
-from batonlab.robots.arm6 import ARM_JOINTS, EE_SITE
 from batonlab.sim.render import write_mp4
 from batonlab.tasks import make_task_cfg
-from batonlab.tasks.grasping import ARM_TARGET_RATE
+from batonlab.tasks.grasping import tool_step_arm_action
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sim_to_sim import compare_on_seeds  # noqa: E402
@@ -115,8 +113,7 @@ def apply_variant(cfg, variant: str) -> None:
         cfg.privileges.pop("attraction", None)
         cfg.actions["virtual_force"] = ActionTermCfg(cls=VirtualForceAction, joints=(), params={"body": "object", "max_force": 6.0})
     elif variant == "expert_student_tool":
-        cfg.actions["arm"] = ActionTermCfg(cls=ToolStepAction, joints=ARM_JOINTS, max_target_rate=ARM_TARGET_RATE,
-                                           params={"base": "arm_base", "site": EE_SITE})
+        cfg.actions["arm"] = tool_step_arm_action()
 
 
 def variant_overrides(variant: str, runs: dict[str, Path], distill: int, finetune: int) -> list[str]:

@@ -31,7 +31,7 @@ from batonlab.rl.cfg import RunnerCfg
 from batonlab.robots.arm6 import home_pose
 from batonlab.tasks import register
 from batonlab.tasks.arm_lift import make_arm_lift_cfg
-from batonlab.tasks.grasping import privilege_schedule, teacher_agent_cfg
+from batonlab.tasks.grasping import privilege_schedule, teacher_agent_cfg, tool_step_arm_action
 from batonlab.tasks.table_scene import (FINGER_PADS, add_box_object, add_gripper_table_pairs, make_table_arm_spec,
                                         pad_contact_sensor)
 
@@ -106,9 +106,23 @@ def make_arm_push_grasp_cfg(play: bool = False) -> TaskCfg:
     return cfg
 
 
+def make_arm_push_grasp_tool_cfg(play: bool = False) -> TaskCfg:
+    """`arm_push_grasp` with the arm driven by tool steps: the scripted expert's labels are its Cartesian steps, which
+    a student learns where it did not learn the joint targets (docs/PRIVILEGES.md)."""
+    cfg = make_arm_push_grasp_cfg(play)
+    cfg.actions["arm"] = tool_step_arm_action()
+    return cfg
+
+
 def make_arm_push_grasp_agent_cfg() -> RunnerCfg:
     return teacher_agent_cfg("arm_push_grasp", max_iterations=ITERATIONS, gamma=0.99)
 
 
+def make_arm_push_grasp_tool_agent_cfg() -> RunnerCfg:
+    return teacher_agent_cfg("arm_push_grasp_tool", max_iterations=ITERATIONS, gamma=0.99)
+
+
 register("arm_push_grasp", make_arm_push_grasp_cfg, make_arm_push_grasp_agent_cfg,
          "table-mounted arm6 pushes a flat box over the table edge, grasps and lifts it")
+register("arm_push_grasp_tool", make_arm_push_grasp_tool_cfg, make_arm_push_grasp_tool_agent_cfg,
+         "arm_push_grasp with arm actions as tool steps (students of its scripted expert: teacher=expert)")

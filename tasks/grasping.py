@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from batonlab.actions import JointPositionAction
+from batonlab.actions import JointPositionAction, ToolStepAction
 from batonlab.curricula.privilege import PrivilegeSchedule
 from batonlab import events, observations
 from batonlab.env.cfg import ActionTermCfg, CurriculumTermCfg, EventTermCfg, ObsGroupCfg, ObsTermCfg, SimCfg, TaskCfg
 from batonlab.rl.cfg import RunnerCfg
-from batonlab.robots.arm6 import ARM_JOINTS, GRIPPER_JOINT
+from batonlab.robots.arm6 import ARM_JOINTS, EE_SITE, GRIPPER_JOINT
 from batonlab.tasks.agents import ROLLOUT_STEPS, ppo_agent_cfg
 
 JOINTS = (*ARM_JOINTS, GRIPPER_JOINT)
@@ -30,6 +30,12 @@ def arm_and_gripper_actions() -> dict[str, ActionTermCfg]:
         "arm": ActionTermCfg(cls=JointPositionAction, joints=ARM_JOINTS, scale=0.5, max_target_rate=ARM_TARGET_RATE),
         "gripper": ActionTermCfg(cls=JointPositionAction, joints=(GRIPPER_JOINT,), scale=0.02),
     }
+
+
+def tool_step_arm_action() -> ActionTermCfg:
+    """The arm driven by steps of its tool (`ToolStepAction`: 6 actions, DLS IK), under the same command filter."""
+    return ActionTermCfg(cls=ToolStepAction, joints=ARM_JOINTS, max_target_rate=ARM_TARGET_RATE,
+                         params={"base": "arm_base", "site": EE_SITE})
 
 
 def arm_policy_terms(joints: tuple[str, ...]) -> dict[str, ObsTermCfg]:

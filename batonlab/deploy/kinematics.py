@@ -95,6 +95,14 @@ class KinematicChain:
         gram = jac @ jac.T + damping ** 2 * np.eye(len(error))
         return jac.T @ np.linalg.solve(gram, error)
 
+    def dls_solve(self, q: np.ndarray, target_pos: np.ndarray, damping: float, target_rot: np.ndarray | None,
+                  rot_weight: float, iterations: int, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+        """Joint positions (n,) [rad] after `iterations` half `dls_step`s from q, each kept inside [low, high]."""
+        q = np.asarray(q, dtype=np.float64)
+        for _ in range(iterations):
+            q = np.clip(q + 0.5 * self.dls_step(q, target_pos, damping, target_rot, rot_weight), low, high)
+        return q
+
     def to_json(self) -> dict[str, Any]:
         """The chain as a JSON object (the manifest's `ik.chain`)."""
         return {"base": self.base, "tip": self.tip, "tip_pos": list(self.tip_pos), "tip_quat": list(self.tip_quat),
@@ -144,6 +152,12 @@ def axis_angle_matrix(axis: np.ndarray, angle: float) -> np.ndarray:
     x, y, z = axis
     skew = np.array([[0.0, -z, y], [z, 0.0, -x], [-y, x, 0.0]])
     return np.eye(3) + math.sin(angle) * skew + (1.0 - math.cos(angle)) * skew @ skew
+
+
+def rotation_vector_matrix(vector: np.ndarray) -> np.ndarray:
+    """Rotation matrix (3, 3) of a rotation vector (3,) [rad] (axis times angle)."""
+    angle = float(np.linalg.norm(vector))
+    return axis_angle_matrix(np.asarray(vector, dtype=np.float64) / max(angle, 1e-9), angle)
 
 
 def rotation_error(rot: np.ndarray, target: np.ndarray) -> np.ndarray:

@@ -35,6 +35,7 @@ from batonlab.deploy.manifest_sections import (
     ObsTermLayout,
     POSITION_ACTION_TYPES,
     PolicyFile,
+    ToolStepSpec,
 )
 from batonlab.deploy.manifest_robot import HeldJoints, SensorSpec, StopSpec
 from batonlab.deploy.manifest_v1 import upgrade_v1
@@ -42,7 +43,7 @@ from batonlab.deploy.pose import POSE_FIELDS
 
 __all__ = [
     "ACTION_TYPES", "ActionTerm", "ActuatedJoints", "CommandSpec", "ControlTiming", "MANIFEST_FILE", "Manifest",
-    "HeldJoints", "IKSpec", "ManifestError", "ObsTermLayout", "POSITION_ACTION_TYPES", "PolicyFile", "SensorSpec", "StopSpec", "SCHEMA_VERSION", "SUPPORTED_SCHEMA_VERSIONS", "load_manifest",
+    "HeldJoints", "IKSpec", "ToolStepSpec", "ManifestError", "ObsTermLayout", "POSITION_ACTION_TYPES", "PolicyFile", "SensorSpec", "StopSpec", "SCHEMA_VERSION", "SUPPORTED_SCHEMA_VERSIONS", "load_manifest",
     "parse_manifest", "sha256_file",
 ]
 
@@ -136,8 +137,8 @@ class Manifest:
 
     @property
     def action_dim(self) -> int:
-        """Width of the policy output: one action per policy joint."""
-        return len(self.joints.names)
+        """Width of the policy output: the action terms' raw widths (one per joint, six per tool-step term)."""
+        return sum(a.width for a in self.actions)
 
     @property
     def control_dt(self) -> float:
@@ -186,7 +187,7 @@ class Manifest:
 
     @property
     def action_scale(self) -> np.ndarray:
-        """(num_joints,) scale of the raw action, per joint."""
+        """(action_dim,) scale of the raw action, per raw action."""
         return np.array([s for a in self.actions for s in a.scale], dtype=np.float64)
 
     @property

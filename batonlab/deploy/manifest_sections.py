@@ -17,10 +17,10 @@ from batonlab.deploy.kinematics import KinematicChain
 from batonlab.deploy.manifest_json import ManifestError, bounds, clip_range, finite_or_null, numbers, required, required_number
 from batonlab.deploy.pose import POSE_FIELDS
 
-ACTION_TYPES = ("joint_position", "joint_velocity", "joint_effort", "ik_residual")
+ACTION_TYPES = ("joint_position", "joint_velocity", "joint_effort", "ik_residual", "tool_step")
 """Action term types this runtime can post-process."""
 
-POSITION_ACTION_TYPES = ("joint_position", "ik_residual")
+POSITION_ACTION_TYPES = ("joint_position", "ik_residual", "tool_step")
 """Action types whose targets are joint positions (the command filter's rate applies to them)."""
 
 
@@ -55,6 +55,57 @@ class IKSpec:
             raise ManifestError(f"field '{label}.orientation_weight' should be a finite number >= 0 [m/rad], got {weight}")
         return cls(command=required(data, label, "command", str), damping=float(damping),
                    chain=KinematicChain.from_json(data.get("chain"), f"{label}.chain"), orientation_weight=float(weight))
+
+
+TOOL_STEP_WIDTH = 6
+"""Raw actions of a `tool_step` term: a step of the commanded tool point (3), then a turn of the tool (3)."""
+
+
+@dataclass(frozen=True)
+class ToolStepSpec:
+    """A `tool_step` term's IK: the commanded tool point moves by the term's scaled `raw[:3]` [m] and stays within
+    `max_lead` of the measured tool point; the goal rotation is the measured one turned by the rotation vector
+    `raw[3:]` scaled [rad]; the targets are `iterations` half damped least-squares steps from the last ones, each
+    kept inside `joint_limits`; base frame of the chain."""
+
+    chain: KinematicChain
+    max_lead: float
+    """Largest distance of the commanded tool point from the measured one [m]."""
+    iterations: int
+    damping: float
+    """Damped least-squares damping [m]."""
+    rotation_weight: float
+    """Metres per radian of rotation error in the IK."""
+    joint_limits: tuple[tuple[float, float], ...]
+    """Per chain joint, the range the IK keeps its solution in [rad]."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The tool-step IK as a JSON object."""
+        return {"max_lead": self.max_lead, "iterations": self.iterations, "damping": self.damping,
+                "rotation_weight": self.rotation_weight, "joint_limits": [list(r) for r in self.joint_limits],
+                "chain": self.chain.to_json()}
+
+    @classmethod
+    def from_json(cls, data: Any, label: str) -> ToolStepSpec:
+        """The tool-step IK of the JSON object at `label`; a clear `ManifestError` for anything malformed."""
+        if not isinstance(data, dict):
+            raise ManifestError(f"field '{label}' should be an object (chain, max_lead, iterations, damping, "
+                                f"rotation_weight, joint_limits), got {type(data).__name__}")
+        values = {}
+        for key in ("max_lead", "damping", "rotation_weight"):
+            value = required_number(data, label, key)
+            if not (math.isfinite(value) and (value > 0.0 or (key == "rotation_weight" and value == 0.0))):
+                raise ManifestError(f"field '{label}.{key}' should be a finite number > 0, got {value}")
+            values[key] = value
+        iterations = required(data, label, "iterations", int)
+        if iterations < 1:
+            raise ManifestError(f"field '{label}.iterations' should be an integer >= 1, got {iterations}")
+        chain = KinematicChain.from_json(data.get("chain"), f"{label}.chain")
+        limits = bounds(required(data, label, "joint_limits", list), f"{label}.joint_limits")
+        if len(limits) != len(chain.joints) or any(not (lo < hi) for lo, hi in limits):
+            raise ManifestError(f"field '{label}.joint_limits' should hold one [low, high] pair with low < high per "
+                                f"chain joint ({len(chain.joints)}), got {len(limits)}")
+        return cls(chain=chain, iterations=iterations, joint_limits=limits, **values)
 
 
 @dataclass(frozen=True)
@@ -174,14 +225,15 @@ class ActuatedJoints:
 @dataclass(frozen=True)
 class ActionTerm:
     """One action term: `target = offset + scale * clip(raw)` for its joints, where the offset is the
-    joints' default position (`use_default_offset`) or zero."""
+    joints' default position (`use_default_offset`) or zero (an `ik_residual` term's: its IK step; a
+    `tool_step` term's targets are its IK's solution for the scaled step, `ToolStepSpec`)."""
 
     name: str
     type: str
     """One of `ACTION_TYPES`."""
     joints: tuple[str, ...]
     scale: tuple[float, ...]
-    """Per joint."""
+    """Per raw action (`width`): per joint, or for `tool_step` three position steps [m] then three turns [rad]."""
     clip: tuple[float, float] | None
     """Range of the raw action before scaling (None: unclipped)."""
     use_default_offset: bool
@@ -191,18 +243,23 @@ class ActionTerm:
     the PD torque window (the safety filter's run-state rule); None: trained without it."""
     ik: IKSpec | None = None
     """`ik_residual` terms: the IK step the residual is added to (its chain's hinges are the term's joints)."""
+    tool_step: ToolStepSpec | None = None
+    """`tool_step` terms: the IK that turns tool steps into the joints' targets."""
 
     def __post_init__(self):
         if self.type not in ACTION_TYPES:
             raise ManifestError(f"action term '{self.name}': type '{self.type}' is not supported; known types: {list(ACTION_TYPES)}")
-        if (self.type == "ik_residual") != (self.ik is not None):
-            raise ManifestError(f"action term '{self.name}' of type '{self.type}': an 'ik' section belongs to, and "
-                                "only to, ik_residual terms")
-        if self.ik is not None and self.ik.chain.joints != self.joints:
-            raise ManifestError(f"action term '{self.name}': its IK chain moves {list(self.ik.chain.joints)}, the term "
-                                f"drives {list(self.joints)}")
-        if len(self.scale) != len(self.joints):
-            raise ManifestError(f"action term '{self.name}' has {len(self.scale)} scales for {len(self.joints)} joints")
+        for section, kind, value in (("ik", "ik_residual", self.ik), ("tool_step", "tool_step", self.tool_step)):
+            if (self.type == kind) != (value is not None):
+                raise ManifestError(f"action term '{self.name}' of type '{self.type}': a '{section}' section belongs "
+                                    f"to, and only to, {kind} terms")
+            if value is not None and value.chain.joints != self.joints:
+                raise ManifestError(f"action term '{self.name}': its IK chain moves {list(value.chain.joints)}, the "
+                                    f"term drives {list(self.joints)}")
+        if len(self.scale) != self.width:
+            raise ManifestError(f"action term '{self.name}' has {len(self.scale)} scales for {self.width} actions")
+        if self.tool_step is not None and self.clip != (-1.0, 1.0):
+            raise ManifestError(f"action term '{self.name}': a tool_step term's clip is [-1, 1], got {self.clip}")
         if self.max_target_rate is not None and not (math.isfinite(self.max_target_rate) and self.max_target_rate > 0):
             raise ManifestError(f"action term '{self.name}': max_target_rate {self.max_target_rate} must be a finite "
                                 "number > 0 [rad/s or m/s] or null")
@@ -211,7 +268,13 @@ class ActionTerm:
         """The action term as a JSON object."""
         return {"name": self.name, "type": self.type, "joints": list(self.joints), "scale": list(self.scale),
                 "clip": list(self.clip) if self.clip is not None else None, "use_default_offset": self.use_default_offset,
-                "max_target_rate": self.max_target_rate, **({"ik": self.ik.to_json()} if self.ik is not None else {})}
+                "max_target_rate": self.max_target_rate, **({"ik": self.ik.to_json()} if self.ik is not None else {}),
+                **({"tool_step": self.tool_step.to_json()} if self.tool_step is not None else {})}
+
+    @property
+    def width(self) -> int:
+        """Raw actions of the term: one per joint, or `TOOL_STEP_WIDTH` for a tool step."""
+        return TOOL_STEP_WIDTH if self.type == "tool_step" else len(self.joints)
 
     @classmethod
     def from_json(cls, data: dict, label: str) -> ActionTerm:
@@ -225,7 +288,9 @@ class ActionTerm:
                    clip=clip_range(data.get("clip"), f"{label}.clip"),
                    use_default_offset=required(data, label, "use_default_offset", bool),
                    max_target_rate=None if rate is None else float(rate),
-                   ik=IKSpec.from_json(data["ik"], f"{label}.ik") if "ik" in data else None)
+                   ik=IKSpec.from_json(data["ik"], f"{label}.ik") if "ik" in data else None,
+                   tool_step=ToolStepSpec.from_json(data["tool_step"], f"{label}.tool_step") if "tool_step" in data
+                   else None)
 
 
 RENAMED_OBS_FUNCS: dict[str, str] = {

@@ -271,9 +271,10 @@ class DeployRuntime:
         qd = self.inputs.joint_vel[: self.num_joints]
         state = self.safety.update(now, check.ready, check.fault, q, check.waiting)
         if before is State.PASSIVE and state in (State.RAMP, State.RUN):
-            # A fresh start, like an episode reset in training: no past frames, no last action.
+            # A fresh start, like an episode reset in training: no past frames, no last action, no tool command.
             self.observation.reset()
             self.inputs.last_action[:] = 0.0
+            self.actions.reset()
         target, raw, obs = None, None, None
         if state in (State.RAMP, State.RUN):
             obs = self.observation.compute(self.inputs)

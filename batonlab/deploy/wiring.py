@@ -11,7 +11,8 @@ POSITION, VELOCITY, EFFORT = "position", "velocity", "effort"
 INTERFACES = (POSITION, VELOCITY, EFFORT)
 """ros2_control command interfaces, in the order a robot lists them."""
 
-ACTION_INTERFACES = {"joint_position": POSITION, "joint_velocity": VELOCITY, "joint_effort": EFFORT, "ik_residual": POSITION}
+ACTION_INTERFACES = {"joint_position": POSITION, "joint_velocity": VELOCITY, "joint_effort": EFFORT, "ik_residual": POSITION,
+                     "tool_step": POSITION}
 """Action term type (manifest `actions[].type`, training `action_type`) → the command interface of its joints."""
 
 TWIST_FIELDS: dict[str, tuple[str, str]] = {

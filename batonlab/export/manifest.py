@@ -21,6 +21,7 @@ from batonlab.deploy.manifest import (  # noqa: F401  (sha256_file: the robot si
     ControlTiming,
     HeldJoints,
     IKSpec,
+    ToolStepSpec,
     Manifest,
     PolicyFile,
     SensorSpec,
@@ -191,6 +192,8 @@ def _pose_spec(model: mujoco.MjModel, position: str, orientation: str) -> Sensor
 
 def _action_term(name: str, term, default_qpos: np.ndarray) -> ActionTerm:
     ik = term.action_type == "ik_residual"
+    if term.action_type == "tool_step":
+        return _tool_step_term(name, term)
     offset = term.offset.cpu().double().numpy()
     if ik:
         use_default_offset = False  # the offset is the IK target, computed on the robot from the chain
@@ -210,6 +213,22 @@ def _action_term(name: str, term, default_qpos: np.ndarray) -> ActionTerm:
         use_default_offset=use_default_offset,
         max_target_rate=None if term.cfg.max_target_rate is None else float(term.cfg.max_target_rate),
         ik=IKSpec(term.command, term.damping, term.chain, term.orientation_weight) if ik else None,
+    )
+
+
+def _tool_step_term(name: str, term) -> ActionTerm:
+    """A `ToolStepAction` as the manifest carries it: its scales per raw action and its IK (`ToolStepSpec`)."""
+    limits = np.stack([term.joint_low.cpu().double().numpy(), term.joint_high.cpu().double().numpy()], axis=1)
+    return ActionTerm(
+        name=name,
+        type=term.action_type,
+        joints=tuple(term.joint_names),
+        scale=(term.position_scale,) * 3 + (term.rotation_scale,) * 3,
+        clip=(-1.0, 1.0),
+        use_default_offset=False,
+        max_target_rate=None if term.cfg.max_target_rate is None else float(term.cfg.max_target_rate),
+        tool_step=ToolStepSpec(term.chain.chain, term.max_lead, term.iterations, term.damping, term.rotation_weight,
+                               _pairs(limits)),
     )
 
 

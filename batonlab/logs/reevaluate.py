@@ -91,15 +91,18 @@ def reevaluate_policy(log: BagLog, export_dir: str | Path | None = None) -> Poli
     replayed = np.array([policy(obs) for obs in steps.observation[ran].astype(np.float32)])
     target_diff = None
     # The robot side logs its whole command: the policy's joints, then the joints it holds (their own targets).
-    if steps.action_filtered.shape[1] in (manifest.action_dim, manifest.action_dim + len(manifest.held_joints.names)):
-        process = ActionProcessor(manifest)
+    joints = len(manifest.joint_names)
+    process = ActionProcessor(manifest)
+    if process.ik_terms or process.tool_terms:
+        notes.append("targets not compared: IK action terms need the measured joints of every step")
+    elif steps.action_filtered.shape[1] in (joints, joints + len(manifest.held_joints.names)):
         unfiltered = np.array([s in ("run", "sim") for s in np.array(steps.safety_state)[ran]])
         targets = np.array([process(a) for a in replayed])
         if log.metadata.get("source") == "sim":
             # Simulation logs the targets after the actuators' control range, where MuJoCo applies them.
             ctrl = manifest.ctrl_range
             targets = np.clip(targets, ctrl[:, 0], ctrl[:, 1])
-        logged = steps.action_filtered[ran][:, : manifest.action_dim]
+        logged = steps.action_filtered[ran][:, :joints]
         target_diff = np.where(unfiltered[:, None], targets - logged, np.nan)
     return PolicyEvalResult(steps.t[ran], steps.action_raw[ran].astype(np.float64), replayed.astype(np.float64),
                             list(manifest.joint_names), target_diff, Path(export_dir), notes)
