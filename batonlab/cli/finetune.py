@@ -36,7 +36,7 @@ class FinetuneStart:
     student_checkpoint: Path
     """The distillation checkpoint whose student becomes the actor."""
     teacher_checkpoint: Path | None
-    """The teacher's RL checkpoint whose critic starts this run's, if it is still there."""
+    """The teacher's RL checkpoint whose critic starts this run's, if it is still there (None for a scripted expert)."""
 
 
 def resolve_finetune(inv: Invocation) -> FinetuneStart:
@@ -80,5 +80,5 @@ def resolve_finetune(inv: Invocation) -> FinetuneStart:
         inv.agent.algorithm.learning_rate = FINETUNE_LEARNING_RATE
         print(f"[batonlab] fine-tune: the adaptive learning rate starts at {FINETUNE_LEARNING_RATE:g} "
               "(set agent.algorithm.learning_rate=... to start elsewhere)")
-    teacher = Path(state["teacher_cfg"]["checkpoint"])
-    return FinetuneStart(student_checkpoint, teacher if teacher.is_file() else None)
+    teacher = state["teacher_cfg"].get("checkpoint")  # None: the teacher was the task's scripted expert
+    return FinetuneStart(student_checkpoint, Path(teacher) if teacher and Path(teacher).is_file() else None)

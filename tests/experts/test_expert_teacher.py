@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """A task's scripted expert: it solves arm_push_grasp at λ = 0, and as Distillation's teacher (`teacher=expert`)
-it labels a student that learns to act like it, through the CLI's train, resume and play."""
+it labels a student that learns to act like it, through the CLI's train, resume, play and fine-tune (also with
+tool-step arm actions, `arm_push_grasp_tool`, whose export the robot runs)."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ def test_the_push_grasp_expert_pushes_pinches_and_lifts_the_box_at_level_zero():
     env.close()
 
 
-def test_a_student_distilled_from_the_expert_trains_resumes_and_plays(tmp_path, capsys):
+def test_a_student_distilled_from_the_expert_trains_resumes_plays_and_finetunes(tmp_path, capsys):
     args = ["train", "task=arm_push_grasp", f"log_root={tmp_path}", *TINY]
     assert main([*args, *DISTIL_FROM_EXPERT, "max_iterations=2"]) == 0
     assert "from the task's scripted expert (observation groups ['expert'])" in capsys.readouterr().out
@@ -51,9 +52,27 @@ def test_a_student_distilled_from_the_expert_trains_resumes_and_plays(tmp_path, 
                  f"run_dir={run}"]) == 0
     assert main(["play", f"run_dir={run}", "play.num_episodes=1", "play.video=false", "progress=false"]) == 0
     assert "using its student" in capsys.readouterr().out
+    assert_finetunes("arm_push_grasp", run, tmp_path / "tuned", capsys)
 
     assert main(["train", "task=arm_lift", f"log_root={tmp_path}", *TINY, *DISTIL_FROM_EXPERT]) != 0
     assert "task 'arm_lift' has no scripted expert" in capsys.readouterr().err
+
+
+def test_a_tool_step_student_of_the_expert_trains_and_finetunes(tmp_path, capsys):
+    assert main(["train", "task=arm_push_grasp_tool", f"log_root={tmp_path}", *TINY, *DISTIL_FROM_EXPERT,
+                 "max_iterations=1"]) == 0
+    (run,) = (tmp_path / "arm_push_grasp_tool").iterdir()
+    assert checkpoint.load(run / "model_1.pt")["student_state_dict"]["mlp.6.weight"].shape[0] == 7  # 6 tool steps + gripper
+    assert_finetunes("arm_push_grasp_tool", run, tmp_path / "tuned", capsys)
+
+
+def assert_finetunes(task: str, student_run, log_root, capsys) -> None:
+    """PPO fine-tunes the expert's student (a fresh critic: the expert has none) for one iteration."""
+    assert main(["train", f"task={task}", f"log_root={log_root}", *TINY, f"finetune={student_run}",
+                 "max_iterations=1"]) == 0
+    assert "critic: fresh" in capsys.readouterr().out
+    (tuned_run,) = (log_root / task).iterdir()
+    assert checkpoint.load(tuned_run / "model_1.pt")["finetuned_from"]
 
 
 def test_the_student_learns_the_experts_actions():
