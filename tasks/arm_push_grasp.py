@@ -41,6 +41,11 @@ BOX_HALF = (0.12, 0.08, 0.02)
 TABLE_EDGE_Y = 0.2
 """The table's left edge in this task [m, y]: the box must overhang it to be grasped."""
 
+GRIP_KP = 1000.0
+"""The gripper's position gain in this task [N/m] (arm6's default: 300): closed on the 4 cm box it squeezes
+~20 N instead of ~6 N, which let boxes tilt and slip out of the edge pinch (docs/PRIVILEGES.md). The manifest
+carries it, so the robot's gripper must be set to the same grip."""
+
 PAD_CONTACTS = tuple(pad_contact_sensor(pad, "object") for pad in FINGER_PADS)
 """Contact counts of the finger pads with the box: both non-zero is a grasp."""
 
@@ -62,7 +67,7 @@ counted the distance alone learned to stand the box on edge and clamp it between
 
 
 def make_push_grasp_spec() -> mujoco.MjSpec:
-    """Arm6 on a narrower table (left edge at `TABLE_EDGE_Y`), the flat box, switchable contacts."""
+    """Arm6 on a narrower table (left edge at `TABLE_EDGE_Y`), the flat box, switchable contacts, a firmer grip."""
     spec = make_table_arm_spec()
     table = spec.geom("table")
     right = table.pos[1] - table.size[1]
@@ -71,6 +76,8 @@ def make_push_grasp_spec() -> mujoco.MjSpec:
     add_box_object(spec, "object", BOX_HALF, mass=0.1, pos=(0.38, 0.0, BOX_HALF[2] + 0.001), friction=0.8,
                    rgba=(0.2, 0.45, 0.85, 1.0))
     add_gripper_table_pairs(spec)
+    gripper = spec.actuator("gripper")
+    gripper.gainprm[0], gripper.biasprm[1] = GRIP_KP, -GRIP_KP
     return spec
 
 
