@@ -7,7 +7,8 @@ The box is 24 × 16 × 4 cm (randomised down to 90 %, 50-150 g): both sides of i
 edge in the air: the table's left edge (y = 0.2 m) beside the arm, reached with the tool pointing forward
 and the wrist rolled a quarter turn. The reward is `arm_lift`'s (reach, lift in hand, success), with "in hand"
 widened to the box's half length and requiring both finger pads on it, plus a push toward the edge (full
-once the box overhangs it by 6 cm, its centre still 2 cm over the table).
+once the box overhangs it by 6 cm, its centre still 2 cm over the table). The gripper squeezes ~20 N
+(`GRIP_KP`), enough to hold the box by its edge.
 
 A shaping term pays for the finger axis turned vertical near the box (`tool_axis_aligned_near`), and
 the reach term is flat near the box (std 0.3 m: 0.90 pressing on its centre, 0.74 in the pinch pose).
