@@ -146,7 +146,7 @@ def test_import_path_contract(tmp_path, monkeypatch):
     agent = make_agent_cfg("solo_task:make_cfg")
     assert agent.experiment_name == "solo_task" and agent.max_iterations == 300
 
-    with pytest.raises(KeyError, match=r"unknown task 'two_link_rech'; valid tasks: \['arm_door', 'arm_lift', 'arm_push_grasp', 'arm_reach'"):
+    with pytest.raises(KeyError, match=r"unknown task 'two_link_rech'; valid tasks: \['arm_door', 'arm_lift', 'arm_push_grasp', 'arm_push_grasp_tool', 'arm_reach'"):
         get_task("two_link_rech")
     with pytest.raises(KeyError, match="cannot load 'make_cfg' from module 'no_such_pkg.tasks'.*No module named"):
         get_task("no_such_pkg.tasks:make_cfg")
