@@ -296,7 +296,8 @@ def test_commands_per_interface_over_dds(tmp_path):
                 assert time.monotonic() < deadline and node.process.poll() is None, f"the simulator stalled:\n{node.output}"
                 send()
                 time.sleep(0.02)
-            window = [m for m in client.received("joint_states") if stamp_s(m) > sim_time() - 0.3]
+            states = client.received("joint_states")  # one copy: the window's end is its newest stamp
+            window = [m for m in states if stamp_s(m) > stamp_s(states[-1]) - 0.3]
             names = list(window[0].name)
             pos, vel = np.mean([m.position for m in window], axis=0), np.mean([m.velocity for m in window], axis=0)
             return {**{j: pos[names.index(j)] for j in names}, **{f"{j}/vel": vel[names.index(j)] for j in names}}
