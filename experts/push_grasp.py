@@ -139,7 +139,8 @@ class PushGraspExpert(ExpertTerm):
         at_pinch = to[:, CLOSE].norm(dim=-1)
         closing = ((at_pinch < 0.015) | ((at_pinch < 0.05) & (finger < 0.03))) & (finger > 0.008)  # not on nothing
         pinch_phase = torch.where(closing, CLOSE, pinch_phase)
-        squeezing = (finger > 0.008) & (finger < 0.022) & (finger_speed.abs() < 0.01)  # closed on something
+        # Closed on something: stopped, or with the box off the table (a swinging box shakes the fingers).
+        squeezing = (finger > 0.008) & (finger < 0.022) & ((finger_speed.abs() < 0.01) | lifted)
         in_hand = (at_pinch < 0.05) | (lifted & ((box - tip).norm(dim=1) < self.in_hand_radius))  # it may tilt, held
         pinch_phase = torch.where(squeezing & in_hand, LIFT, pinch_phase)
         return torch.where(pushed, pinch_phase, phase)

@@ -3,7 +3,8 @@
 
 Imitation leaves a gap where the student cannot see what the teacher acted on (exact object state,
 contacts); rewards close it. The actor is the student of a distillation run of the same task (its
-observation groups, widths, normaliser and weights, and its rollout noise as the starting std);
+observation groups, widths, normaliser and weights, and its rollout noise as the starting std unless
+`agent.policy.init_noise_std` is given: a task that fails under the student's noise needs a smaller one);
 the critic is the teacher's when the teacher's checkpoint is still there and its critic fits this
 run's, else a fresh one. A resumed fine-tune is an RL run like any other (`resume=true`): its
 checkpoint rebuilds the actor, and `finetune=` is not read again. PPO's adaptive step starts at its floor
@@ -37,6 +38,8 @@ class FinetuneStart:
     """The distillation checkpoint whose student becomes the actor."""
     teacher_checkpoint: Path | None
     """The teacher's RL checkpoint whose critic starts this run's, if it is still there (None for a scripted expert)."""
+    noise_std: float | None = None
+    """The actor's starting std when `agent.policy.init_noise_std` is given (None: the student's rollout noise)."""
 
 
 def resolve_finetune(inv: Invocation) -> FinetuneStart:
@@ -80,5 +83,7 @@ def resolve_finetune(inv: Invocation) -> FinetuneStart:
         inv.agent.algorithm.learning_rate = FINETUNE_LEARNING_RATE
         print(f"[batonlab] fine-tune: the adaptive learning rate starts at {FINETUNE_LEARNING_RATE:g} "
               "(set agent.algorithm.learning_rate=... to start elsewhere)")
+    noise_given = any(o.key_or_group == "agent.policy.init_noise_std" for o in inv.task_overrides)
     teacher = state["teacher_cfg"].get("checkpoint")  # None: the teacher was the task's scripted expert
-    return FinetuneStart(student_checkpoint, Path(teacher) if teacher and Path(teacher).is_file() else None)
+    return FinetuneStart(student_checkpoint, Path(teacher) if teacher and Path(teacher).is_file() else None,
+                         inv.agent.policy.init_noise_std if noise_given else None)

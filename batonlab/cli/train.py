@@ -43,7 +43,7 @@ from batonlab.env.env import BatonEnv
 from batonlab.rl import checkpoint, distributed
 from batonlab.rl.distillation import restore_actor_cfg, restore_distillation_cfg
 from batonlab.rl.evaluate import EvalResult, evaluate
-from batonlab.rl.runner import BatonRunner
+from batonlab.rl.runner import BatonRunner, output_std
 from batonlab.rl.vecenv import RslRlVecEnv
 from batonlab.robots.gravity import gravity_sag
 from batonlab.robots.loader import as_description
@@ -173,9 +173,10 @@ def _train(inv: Invocation, device: str, ctx, on_iteration) -> TrainResult:
     if distilling and ckpt is None and not inv.agent.teacher.expert:
         runner.load_teacher(inv.agent.teacher.checkpoint)
     if finetune is not None and ckpt is None:
-        critic = runner.init_from_student(finetune.student_checkpoint, finetune.teacher_checkpoint)
+        critic = runner.init_from_student(finetune.student_checkpoint, finetune.teacher_checkpoint, finetune.noise_std)
         print(f"[batonlab] fine-tuning the student of {finetune.student_checkpoint} with "
-              f"{inv.agent.algorithm.class_name} (actor groups {inv.agent.obs_groups['actor']}); critic: "
+              f"{inv.agent.algorithm.class_name} (actor groups {inv.agent.obs_groups['actor']}, noise std "
+              f"{output_std(runner.alg.actor).mean():.3g}); critic: "
               + (f"the teacher's ({finetune.teacher_checkpoint})" if critic else "fresh (the teacher's does not fit or is gone)"))
     if is_main and run_dir is not None:
         for stale in checkpoint.remove_stale_temporaries(run_dir):

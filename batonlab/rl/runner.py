@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
+import math
 import os
 import statistics
 import time
@@ -393,9 +394,10 @@ class BatonRunner:
         _check_shapes(path, "teacher", state["actor_state_dict"], self.alg.save()["teacher_state_dict"])
         self.alg.load(state, {"teacher": True}, strict=True)
 
-    def init_from_student(self, student_path: str | Path, critic_path: str | Path | None = None) -> bool:
-        """Start an RL run's actor from a distillation checkpoint's student (weights, normaliser, std), and
-        its critic from an RL checkpoint's critic when one is given and fits.
+    def init_from_student(self, student_path: str | Path, critic_path: str | Path | None = None,
+                          noise_std: float | None = None) -> bool:
+        """Start an RL run's actor from a distillation checkpoint's student (weights, normaliser, and std unless
+        `noise_std` is given), and its critic from an RL checkpoint's critic when one is given and fits.
 
         Returns:
             Whether the critic was taken from `critic_path` (False: it stays freshly initialised).
@@ -414,6 +416,8 @@ class BatonRunner:
         current = self.alg.save()
         _check_shapes(student_path, "actor", state["student_state_dict"], current["actor_state_dict"])
         self.alg.actor.load_state_dict(state["student_state_dict"], strict=True)
+        if noise_std is not None:
+            set_output_std(self.alg.actor, noise_std)
         self.finetuned_from = str(student_path)
         if critic_path is None:
             return False
@@ -429,6 +433,24 @@ class BatonRunner:
         """The deterministic actor (mean action), or Distillation's student, in eval mode."""
         self.alg.eval_mode()
         return self.alg.get_policy()
+
+
+def output_std(model) -> torch.Tensor:
+    """A Gaussian actor's std per output, from its parameters (rsl-rl's `output_std` needs a forward pass first)."""
+    distribution = model.distribution
+    if getattr(distribution, "std_type", "scalar") == "log":
+        return distribution.log_std_param.detach().exp()
+    return distribution.std_param.detach()
+
+
+def set_output_std(model, std: float) -> None:
+    """Set a Gaussian actor's std (either of rsl-rl's parameterisations) to `std` for every output."""
+    distribution = model.distribution
+    with torch.no_grad():
+        if getattr(distribution, "std_type", "scalar") == "log":
+            distribution.log_std_param.fill_(math.log(std))
+        else:
+            distribution.std_param.fill_(std)
 
 
 def _check_shapes(path: str | Path, model: str, saved: dict, current: dict) -> None:

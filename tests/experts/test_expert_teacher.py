@@ -63,14 +63,18 @@ def test_a_tool_step_student_of_the_expert_trains_and_finetunes(tmp_path, capsys
                  "max_iterations=1"]) == 0
     (run,) = (tmp_path / "arm_push_grasp_tool").iterdir()
     assert checkpoint.load(run / "model_1.pt")["student_state_dict"]["mlp.6.weight"].shape[0] == 7  # 6 tool steps + gripper
-    assert_finetunes("arm_push_grasp_tool", run, tmp_path / "tuned", capsys)
+    assert_finetunes("arm_push_grasp_tool", run, tmp_path / "tuned", capsys, noise_std=0.02)
 
 
-def assert_finetunes(task: str, student_run, log_root, capsys) -> None:
-    """PPO fine-tunes the expert's student (a fresh critic: the expert has none) for one iteration."""
+def assert_finetunes(task: str, student_run, log_root, capsys, noise_std: float | None = None) -> None:
+    """PPO fine-tunes the expert's student (a fresh critic: the expert has none) for one iteration, from the
+    student's rollout noise (0.1) or from `noise_std` given as `agent.policy.init_noise_std`."""
+    noise = [] if noise_std is None else [f"agent.policy.init_noise_std={noise_std}"]
     assert main(["train", f"task={task}", f"log_root={log_root}", *TINY, f"finetune={student_run}",
-                 "max_iterations=1"]) == 0
-    assert "critic: fresh" in capsys.readouterr().out
+                 "max_iterations=1", *noise]) == 0
+    out = capsys.readouterr().out
+    assert "critic: fresh" in out
+    assert f"noise std {0.1 if noise_std is None else noise_std:.3g})" in out, out
     (tuned_run,) = (log_root / task).iterdir()
     assert checkpoint.load(tuned_run / "model_1.pt")["finetuned_from"]
 
