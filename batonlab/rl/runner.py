@@ -370,6 +370,8 @@ class BatonRunner:
             self.alg.num_updates = self.iteration  # DAgger's β continues its fall
         else:
             self.finetuned_from = state.get("finetuned_from")
+            if self.finetuned_from:
+                freeze_input_normalizer(self.alg.actor)
         # Resuming restores every curriculum; playing or exporting may run a task that drops some.
         self.env.load_training_state(state, strict=load_optimizer)
 
@@ -396,8 +398,8 @@ class BatonRunner:
 
     def init_from_student(self, student_path: str | Path, critic_path: str | Path | None = None,
                           noise_std: float | None = None) -> bool:
-        """Start an RL run's actor from a distillation checkpoint's student (weights, normaliser, and std unless
-        `noise_std` is given), and its critic from an RL checkpoint's critic when one is given and fits.
+        """Start an RL run's actor from a distillation checkpoint's student (weights, normaliser, frozen from now
+        on, and std unless `noise_std` is given), and its critic from an RL checkpoint's critic when one is given and fits.
 
         Returns:
             Whether the critic was taken from `critic_path` (False: it stays freshly initialised).
@@ -418,6 +420,7 @@ class BatonRunner:
         self.alg.actor.load_state_dict(state["student_state_dict"], strict=True)
         if noise_std is not None:
             set_output_std(self.alg.actor, noise_std)
+        freeze_input_normalizer(self.alg.actor)
         self.finetuned_from = str(student_path)
         if critic_path is None:
             return False
@@ -433,6 +436,13 @@ class BatonRunner:
         """The deterministic actor (mean action), or Distillation's student, in eval mode."""
         self.alg.eval_mode()
         return self.alg.get_policy()
+
+
+def freeze_input_normalizer(model) -> None:
+    """Stop a model's observation normaliser from learning: the student's weights were fitted to its statistics."""
+    normalizer = getattr(model, "obs_normalizer", None)
+    if normalizer is not None and hasattr(normalizer, "count"):
+        normalizer.until = int(normalizer.count)
 
 
 def output_std(model) -> torch.Tensor:
