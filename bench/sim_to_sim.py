@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Sim-to-sim over ROS 2 against `play`, seed for seed: the table of issue 11.
 
-    python bench/sim_to_sim.py RUN_DIR [--seed 1000] [--episodes 16] [--domain-id 61] [--real-time]
+    python bench/sim_to_sim.py RUN_DIR [--checkpoint PATH] [--seed 1000] [--episodes 16] [--domain-id 61] [--real-time]
 
-1. `play`: the run's newest checkpoint (the torch policy `batonlab play` runs) in the task's play
+1. `play`: the run's newest checkpoint, or `--checkpoint` (the one its export was made from, e.g. a
+   `keep_best` run's `model_best.pt`), as `batonlab play` runs it, in the task's play
    configuration, one episode per seed from the initial state of that seed (`seed_episode`).
 2. ROS 2: the run's export in `policy_node`, `sim_robot_node` as the robot, over Fast DDS on
    127.0.0.1 (`batonlab deploy --sim`'s `run_sim_to_sim`), episode i from seed `--seed` + i; in
@@ -39,9 +40,10 @@ from batonlab.cli.policy_loading import load_trained  # noqa: E402
 from ros.training import Episodes, play_on_seeds  # noqa: E402
 
 
-def load_policy(run_dir: Path, task: str):
-    """The torch inference policy of the run's newest checkpoint, as `batonlab play` loads it."""
-    inv = build_invocation([f"task={task}", f"run_dir={run_dir}"], play=True)
+def load_policy(run_dir: Path, task: str, checkpoint: Path | None = None):
+    """The torch inference policy of the run's newest checkpoint (or `checkpoint`), as `batonlab play` loads it."""
+    chosen = [] if checkpoint is None else [f"checkpoint={checkpoint}"]
+    inv = build_invocation([f"task={task}", f"run_dir={run_dir}", *chosen], play=True)
     inv.task.num_envs = 1
     env, runner, _, checkpoint = load_trained(inv)  # a distillation run gives its student
     env.close()
@@ -71,7 +73,7 @@ def summarize(label: str, episodes: Episodes) -> str:
 
 
 def compare_on_seeds(run_dir: Path, task: str | None, seed: int, episodes: int, domain_id: int,
-                     real_time: bool = False, log=print) -> tuple[Episodes, Episodes, dict]:
+                     real_time: bool = False, log=print, checkpoint: Path | None = None) -> tuple[Episodes, Episodes, dict]:
     """`play` and ROS 2 sim-to-sim of a run's newest checkpoint on seeds `seed`..`seed + episodes - 1`:
     (play episodes, ROS 2 episodes, sim_robot_node's summary)."""
     export_dir = resolve_export(run_dir.resolve(), task)
@@ -79,7 +81,7 @@ def compare_on_seeds(run_dir: Path, task: str | None, seed: int, episodes: int, 
     task = task or manifest.task
     seeds = range(seed, seed + episodes)
     fixed = fixed_fields(manifest)
-    policy, checkpoint = load_policy(run_dir.resolve(), task)
+    policy, checkpoint = load_policy(run_dir.resolve(), task, checkpoint)
     log(f"{task}: {checkpoint}; seeds {seeds.start}..{seeds.stop - 1}; fixed command fields {fixed}")
 
     start = time.perf_counter()
@@ -105,6 +107,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir", type=Path, help="training run folder (logs/<task>/<time>)")
     parser.add_argument("--task", default=None)
+    parser.add_argument("--checkpoint", type=Path, default=None, help="play this checkpoint (default: the newest)")
     parser.add_argument("--seed", type=int, default=1000)
     parser.add_argument("--episodes", type=int, default=16)
     parser.add_argument("--domain-id", type=int, default=61)
@@ -113,7 +116,7 @@ def main() -> int:
     torch.set_num_threads(1)
 
     play, ros, _ = compare_on_seeds(args.run_dir, args.task, args.seed, args.episodes, args.domain_id, args.real_time,
-                                    log=lambda line: print(line, flush=True))
+                                    log=lambda line: print(line, flush=True), checkpoint=args.checkpoint)
     print(summarize("play", play))
     print(summarize("ROS 2", ros))
     print(f"lengths play  {play.lengths.tolist()}")
