@@ -84,6 +84,9 @@ def resolve_finetune(inv: Invocation) -> FinetuneStart:
         print(f"[batonlab] fine-tune: the adaptive learning rate starts at {FINETUNE_LEARNING_RATE:g} "
               "(set agent.algorithm.learning_rate=... to start elsewhere)")
     noise_given = any(o.key_or_group == "agent.policy.init_noise_std" for o in inv.task_overrides)
+    if noise_given and not inv.agent.policy.init_noise_std > 0.0:
+        raise CliError(f"agent.policy.init_noise_std={inv.agent.policy.init_noise_std} must be > 0 (the fine-tune's "
+                       "starting exploration noise)")
     teacher = state["teacher_cfg"].get("checkpoint")  # None: the teacher was the task's scripted expert
     return FinetuneStart(student_checkpoint, Path(teacher) if teacher and Path(teacher).is_file() else None,
                          inv.agent.policy.init_noise_std if noise_given else None)

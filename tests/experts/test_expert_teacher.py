@@ -64,6 +64,9 @@ def test_a_tool_step_student_of_the_expert_trains_and_finetunes(tmp_path, capsys
     (run,) = (tmp_path / "arm_push_grasp_tool").iterdir()
     assert checkpoint.load(run / "model_1.pt")["student_state_dict"]["mlp.6.weight"].shape[0] == 7  # 6 tool steps + gripper
     assert_finetunes("arm_push_grasp_tool", run, tmp_path / "tuned", capsys, noise_std=0.02)
+    assert main(["train", "task=arm_push_grasp_tool", f"log_root={tmp_path / 'refused'}", *TINY, f"finetune={run}",
+                 "agent.policy.init_noise_std=0"]) != 0
+    assert "agent.policy.init_noise_std=0.0 must be > 0" in capsys.readouterr().err
 
 
 def assert_finetunes(task: str, student_run, log_root, capsys, noise_std: float | None = None) -> None:
