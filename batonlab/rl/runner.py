@@ -260,7 +260,7 @@ class BatonRunner:
     def _iteration_stats(self, losses, episode_logs, steps, collect_time, learn_time) -> dict[str, float]:
         stats = {f"Loss/{k}": float(v) for k, v in losses.items()}
         stats["Loss/learning_rate"] = float(self.alg.learning_rate)
-        stats["Policy/mean_std"] = float(self.alg.get_policy().output_std.detach().mean())
+        stats["Policy/mean_std"] = float(output_std(self.alg.get_policy()).mean())
         if self.distillation:
             stats["Policy/teacher_action_prob"] = self.alg.beta  # DAgger's β of the next rollout
         stats["Perf/steps_per_s"] = steps / (collect_time + learn_time)

@@ -22,7 +22,7 @@ from batonlab.rl.cfg import ALGORITHMS, AlgorithmCfg, ConstraintCfg, RunnerCfg, 
 from batonlab.rl.constrained import P3O, PPOLagrangian, clipped_cost_surrogate, p3o_penalty
 from batonlab.rl.cost_storage import CostStorage, mini_batches
 from batonlab.rl.multipliers import LagrangeMultipliers
-from batonlab.rl.runner import BatonRunner
+from batonlab.rl.runner import BatonRunner, output_std
 from batonlab.rl.vecenv import RslRlVecEnv
 from batonlab.robots.arm6 import ARM_JOINTS
 from batonlab.tasks import make_agent_cfg, make_task_cfg
@@ -301,6 +301,8 @@ def test_training_logs_cost_scalars_for_every_algorithm(tmp_path):
         if class_name != "PPO":
             assert history[-1][f"Cost/fast_joints/{extra}"] > 0  # random actions break the speed limit
             assert history[-1]["Loss/cost_value"] > 0
+        # The logged std is the actor's, read from its parameters (no forward pass needed).
+        assert history[-1]["Policy/mean_std"] == pytest.approx(float(output_std(runner.alg.get_policy()).mean()))
         runner._writer.flush()
         tags = EventAccumulator(str(tmp_path / class_name)).Reload().Tags()["scalars"]
         assert {"Cost/fast_joints/mean_cost", "Cost/fast_joints/limit", "Cost/fast_joints/violation_rate"} <= set(tags)
