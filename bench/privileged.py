@@ -33,7 +33,8 @@ the tool point spent parked at the object (its centre within the object's larges
 without the object lifted 2 cm, and the training time. A video of the first test episodes of each
 variant and `results.json` (rewritten after every variant) are written to `--out`. With `--sim-to-sim N`,
 every deployable variant (`student`, `finetune`, `deployable`) also runs over ROS 2 (`bench/sim_to_sim.py`:
-policy_node and sim_robot_node, lockstep) on N seeds, next to `play` on the same seeds.
+policy_node and sim_robot_node, lockstep) on N seeds, next to `play` on the same seeds (`finetune`: its
+`model_best.pt`, exported and played).
 """
 
 from __future__ import annotations
@@ -241,8 +242,10 @@ def main() -> None:
                     best = test(task, variant, best_policy(task, trained), seed, args.eval_episodes, None)
                     scores.update(best_success=best["success"], best_iteration=trained.best.iteration)
                 if args.sim_to_sim and variant in DEPLOYABLE:
+                    chosen = Path(trained.best.path) if trained.best is not None else None  # finetune: model_best.pt
                     play, ros, _ = compare_on_seeds(Path(trained.run_dir), task, SIM_TO_SIM_SEED, args.sim_to_sim,
-                                                    domain_id=61, log=lambda line: print(f"[privileged] {line}", flush=True))
+                                                    domain_id=61, log=lambda line: print(f"[privileged] {line}", flush=True),
+                                                    checkpoint=chosen)
                     scores.update(play_seeds_success=float(play.successes.mean()), ros_success=float(ros.successes.mean()))
                 results.append(VariantResult(task, variant, seed, trained.env_steps, trained.wall_s,
                                              levels[-1] if levels else float("nan"),

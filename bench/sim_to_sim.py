@@ -74,9 +74,10 @@ def summarize(label: str, episodes: Episodes) -> str:
 
 def compare_on_seeds(run_dir: Path, task: str | None, seed: int, episodes: int, domain_id: int,
                      real_time: bool = False, log=print, checkpoint: Path | None = None) -> tuple[Episodes, Episodes, dict]:
-    """`play` and ROS 2 sim-to-sim of a run's newest checkpoint on seeds `seed`..`seed + episodes - 1`:
-    (play episodes, ROS 2 episodes, sim_robot_node's summary)."""
-    export_dir = resolve_export(run_dir.resolve(), task)
+    """`play` and ROS 2 sim-to-sim of a run's newest checkpoint (or `checkpoint`, exported for ROS 2 too) on seeds
+    `seed`..`seed + episodes - 1`: (play episodes, ROS 2 episodes, sim_robot_node's summary)."""
+    exported = checkpoint is not None and not (run_dir / "manifest.json").is_file()
+    export_dir = resolve_export((checkpoint if exported else run_dir).resolve(), task)  # the checkpoint played
     manifest = load_manifest(export_dir)
     task = task or manifest.task
     seeds = range(seed, seed + episodes)
