@@ -12,11 +12,11 @@ Per task and seed, in this order (the later variants start from the earlier ones
   (default: the task's own budget);
 - `student`: DAgger distillation of the teacher (`agent.algorithm.class_name=Distillation`, β = 0.5
   falling to 0 over the first half) onto the deployable `student` group (the `policy` terms with 3
-  frames of history), at λ = 0;
-- `finetune`: PPO fine-tuning of that student at λ = 0 (`finetune=`), critic from the teacher, the actor
-  held for the first 20 iterations while the critic learns the student's returns; `keep_best=true` keeps the
-  checkpoint of its best play evaluation (every 25 iterations, 128 episodes of the training seed), which is
-  tested too (`best` in the table: the test episodes are other seeds than the selection's);
+  frames of history), at λ = 0; `keep_best=true` keeps the checkpoint of its best play evaluation (every
+  25 iterations, 128 episodes of the training seed: DAgger's success swings), which is tested too (`best`
+  in the table: the test episodes are other seeds than the selection's);
+- `finetune`: PPO fine-tuning of that best student at λ = 0 (`finetune=`), critic from the teacher, the actor
+  held for the first 20 iterations while the critic learns the student's returns; `keep_best` as for `student`;
 - `plain`: the task from scratch with λ = 0 throughout (no help, no schedule), the teacher's iterations;
 - `force_actions`: the teacher with its attraction rule replaced by policy-driven virtual forces
   (`VirtualForceAction` on the object), the same schedule and iterations;
@@ -33,8 +33,8 @@ the tool point spent parked at the object (its centre within the object's larges
 without the object lifted 2 cm, and the training time. A video of the first test episodes of each
 variant and `results.json` (rewritten after every variant) are written to `--out`. With `--sim-to-sim N`,
 every deployable variant (`student`, `finetune`, `deployable`) also runs over ROS 2 (`bench/sim_to_sim.py`:
-policy_node and sim_robot_node, lockstep) on N seeds, next to `play` on the same seeds (`finetune`: its
-`model_best.pt`, exported and played).
+policy_node and sim_robot_node, lockstep) on N seeds, next to `play` on the same seeds (of `student` and `finetune`:
+their `model_best.pt`, exported and played).
 """
 
 from __future__ import annotations
@@ -70,7 +70,8 @@ DEPLOYABLE = ("student", "finetune", "deployable", "expert_student")
 SIM_TO_SIM_SEED = 1000
 """First seed of the sim-to-sim episodes (`bench/sim_to_sim.py`'s default)."""
 SELECTION_INTERVAL, SELECTION_EPISODES = 25, 128
-"""`finetune`'s play evaluations that pick its `model_best.pt`: every 25 iterations, 128 episodes."""
+"""The play evaluations that pick `student`'s and `finetune`'s `model_best.pt`: every 25 iterations, 128 episodes."""
+SELECTION = ["keep_best=true", f"eval_interval={SELECTION_INTERVAL}", f"eval_episodes={SELECTION_EPISODES}"]
 PARK_MARGIN = 0.05
 """The tool point is parked at the object within the object's largest half size plus this [m]."""
 
@@ -100,9 +101,9 @@ class VariantResult:
     ros_success: float = float("nan")
     """`--sim-to-sim`: success over ROS 2 on those seeds."""
     best_success: float = float("nan")
-    """`finetune`: success at λ = 0 on the test episodes of its `model_best.pt`."""
+    """`student`, `finetune`: success at λ = 0 on the test episodes of its `model_best.pt`."""
     best_iteration: int = -1
-    """`finetune`: the iteration of its `model_best.pt`."""
+    """`student`, `finetune`: the iteration of its `model_best.pt`."""
 
 
 def apply_variant(cfg, variant: str) -> None:
@@ -123,14 +124,14 @@ def variant_overrides(variant: str, runs: dict[str, Path], distill: int, finetun
         return ["agent.algorithm.class_name=Distillation", f"teacher={runs['teacher']}", f"max_iterations={distill}",
                 "agent.obs_groups.student=[student]",
                 "agent.algorithm.distillation.teacher_action_prob=0.5",
-                f"agent.algorithm.distillation.teacher_action_iterations={max(1, distill // 2)}"]
+                f"agent.algorithm.distillation.teacher_action_iterations={max(1, distill // 2)}", *SELECTION]
     if variant.startswith("expert_student"):
         return ["agent.algorithm.class_name=Distillation", "teacher=expert", f"max_iterations={distill}",
                 "agent.obs_groups.student=[student]", "agent.algorithm.distillation.teacher_action_prob=0.5",
                 f"agent.algorithm.distillation.teacher_action_iterations={max(1, distill // 2)}"]
     if variant == "finetune":
         return [f"finetune={runs['student']}", f"max_iterations={finetune}", "agent.critic_warmup_iterations=20",
-                "keep_best=true", f"eval_interval={SELECTION_INTERVAL}", f"eval_episodes={SELECTION_EPISODES}"]
+                *SELECTION]
     if variant == "deployable":
         return ["agent.obs_groups.actor=[policy]"]
     return []
@@ -235,7 +236,7 @@ def main() -> None:
                 print(f"[privileged] {task} / {variant}, seed {seed}: {args.num_envs} envs", flush=True)
                 trained, levels = train(task, variant, seed, args.num_envs, args.teacher_iterations, args.out / "logs",
                                         extra)
-                runs[variant] = trained.run_dir
+                runs[variant] = trained.best.path if trained.best is not None else trained.run_dir  # finetune's start
                 video = None if args.no_video else args.out / f"{task}_{variant}_seed{seed}.mp4"
                 scores = test(task, variant, trained.policy, seed, args.eval_episodes, video)
                 if trained.best is not None:

@@ -59,21 +59,25 @@ def test_a_student_distilled_from_the_expert_trains_resumes_plays_and_finetunes(
 
 
 def test_a_tool_step_student_of_the_expert_trains_and_finetunes(tmp_path, capsys):
-    assert main(["train", "task=arm_push_grasp_tool", f"log_root={tmp_path}", *TINY, *DISTIL_FROM_EXPERT,
-                 "max_iterations=1"]) == 0
+    # keep_best on a distillation run keeps its best student (DAgger's success swings), which a fine-tune starts from.
+    assert main(["train", "task=arm_push_grasp_tool", f"log_root={tmp_path}", *TINY[:-1], *DISTIL_FROM_EXPERT,
+                 "max_iterations=2", "keep_best=true", "eval_interval=1", "eval_episodes=2"]) == 0
     (run,) = (tmp_path / "arm_push_grasp_tool").iterdir()
-    assert checkpoint.load(run / "model_1.pt")["student_state_dict"]["mlp.6.weight"].shape[0] == 7  # 6 tool steps + gripper
-    assert_finetunes("arm_push_grasp_tool", run, tmp_path / "tuned", capsys, noise_std=0.02)
+    best = checkpoint.load(run / "model_best.pt")
+    assert best["iter"] in (1, 2) and "play_evaluation" in best
+    assert best["student_state_dict"]["mlp.6.weight"].shape[0] == 7  # 6 tool steps + gripper
+    assert_finetunes("arm_push_grasp_tool", run / "model_best.pt", tmp_path / "tuned", capsys, noise_std=0.02)
     assert main(["train", "task=arm_push_grasp_tool", f"log_root={tmp_path / 'refused'}", *TINY, f"finetune={run}",
                  "agent.policy.init_noise_std=0"]) != 0
     assert "agent.policy.init_noise_std=0.0 must be > 0" in capsys.readouterr().err
 
 
-def assert_finetunes(task: str, student_run, log_root, capsys, noise_std: float | None = None) -> None:
-    """PPO fine-tunes the expert's student (a fresh critic: the expert has none) for one iteration, from the
-    student's rollout noise (0.1) or from `noise_std` given as `agent.policy.init_noise_std`."""
+def assert_finetunes(task: str, student, log_root, capsys, noise_std: float | None = None) -> None:
+    """PPO fine-tunes the expert's student (a run folder: its newest checkpoint; or a checkpoint) for one iteration
+    (a fresh critic: the expert has none), from the student's rollout noise (0.1) or from `noise_std` given as
+    `agent.policy.init_noise_std`."""
     noise = [] if noise_std is None else [f"agent.policy.init_noise_std={noise_std}"]
-    assert main(["train", f"task={task}", f"log_root={log_root}", *TINY, f"finetune={student_run}",
+    assert main(["train", f"task={task}", f"log_root={log_root}", *TINY, f"finetune={student}",
                  "max_iterations=1", *noise]) == 0
     out = capsys.readouterr().out
     assert "critic: fresh" in out
@@ -84,7 +88,7 @@ def assert_finetunes(task: str, student_run, log_root, capsys, noise_std: float 
     # normaliser took a push-grasp student from 0.48 to 0.00 with its weights held).
     assert main(["train", f"task={task}", f"log_root={log_root}", *TINY, "resume=true", f"run_dir={tuned_run}",
                  "max_iterations=2"]) == 0
-    (student_checkpoint,) = sorted(student_run.glob("model_*.pt"))[-1:]
+    student_checkpoint = student if student.is_file() else checkpoint.checkpoints(student)[0]
     student = checkpoint.load(student_checkpoint)["student_state_dict"]
     tuned = checkpoint.load(tuned_run / "model_2.pt")["actor_state_dict"]
     for buffer in ("_mean", "_var", "count"):
