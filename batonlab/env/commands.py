@@ -26,6 +26,8 @@ class CommandTerm(abc.ABC):
         self.cfg = cfg
         self.command = torch.zeros(env.num_envs, self.dim, device=env.device)
         self.time_left = torch.zeros(env.num_envs, device=env.device)
+        self.time_since_draw = torch.zeros(env.num_envs, device=env.device)
+        """(num_envs,) time since each env's command was drawn [s] (settled-tracking metrics skip the first second)."""
         self._fixed: dict[int, float] = {}
         """Components held at a value (`fix_field`), by index."""
         self.metrics: dict[str, torch.Tensor] = {}
@@ -35,6 +37,7 @@ class CommandTerm(abc.ABC):
     def update(self, dt: float) -> None:
         """Advance timers and resample the envs whose timer ran out."""
         self.time_left -= dt
+        self.time_since_draw += dt
         expired = (self.time_left <= _TIMER_EPS).nonzero().flatten()
         if expired.numel():
             self._resample(expired)
@@ -47,6 +50,7 @@ class CommandTerm(abc.ABC):
     def _resample(self, env_ids: torch.Tensor) -> None:
         low, high = self.cfg.resampling_time_range_s
         self.time_left[env_ids] = self.env.uniform(len(env_ids), low, high)
+        self.time_since_draw[env_ids] = 0.0
         self.command[env_ids] = self.sample(len(env_ids))
         for index, value in self._fixed.items():
             self.command[env_ids, index] = value

@@ -220,6 +220,20 @@ def test_a_fixed_command_field_holds_in_every_draw_and_leaves_the_other_draws_al
     env.close()
 
 
+def test_a_command_counts_the_time_since_each_env_drew_it():
+    """`CommandTerm.time_since_draw`: grows by dt per update, 0 again for exactly the envs that draw anew."""
+    from conftest import make_reach_env
+
+    env = make_reach_env(num_envs=3, seed=0)
+    term = env.command_manager.terms["ee_target"]
+    term.time_left[:] = torch.tensor([0.03, 10.0, 10.0])
+    term.time_since_draw.zero_()
+    for _ in range(3):
+        term.update(0.02)
+    assert term.time_since_draw.tolist() == pytest.approx([0.02, 0.06, 0.06])  # env 0 drew at the 2nd update
+    env.close()
+
+
 # Term contracts.
 
 
