@@ -14,7 +14,7 @@ the final task: the widest target ranges, the final cost limits, no curricula. T
 variant: base speed error (over all steps, and settled: from 1 s after each speed draw), end-effector
 error, survival, and per cost the violation rate (steps with cost > 0) on the test and over the last
 training iterations (the stochastic policy), and the mean episode cost on the test. A figure (`curricula.png`) shows the curricula over training
-and each variant's arm tracking reward; `results.json` keeps every number.
+and each variant's arm and speed tracking rewards and violation rates over training; `results.json` keeps every number.
 
 The published claim this checks: the constrained variants violate less at comparable tracking, and
 without the arm-constrained curriculum the arm tracks clearly worse.
@@ -195,14 +195,15 @@ def table(results: list[VariantResult]) -> str:
 
 
 def plot(results: list[VariantResult], path: Path) -> None:
-    """Curricula over training (first seed of each curriculum variant) and every variant's arm tracking."""
+    """Curricula over training (first seed of each curriculum variant); every variant's arm and speed tracking and
+    violation rates over training (first seed)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
-    ax_ws, ax_bal, ax_lim, ax_arm = axes.flatten()
+    fig, axes = plt.subplots(3, 2, figsize=(11, 11))
+    ax_ws, ax_bal, ax_lim, ax_arm, ax_viol, ax_speed = axes.flatten()
     shown = set()
     for r in results:
         h, label = r.history, f"{r.name} ({r.arm})"
@@ -215,10 +216,18 @@ def plot(results: list[VariantResult], path: Path) -> None:
                 if key.endswith("/limit"):
                     ax_lim.plot(values, label=f"{label}: {key.split('/')[1]}")
             shown.add(label)
-        if "Episode_Reward/ee_track" in h and r.seed == results[0].seed:
-            ax_arm.plot(h["Episode_Reward/ee_track"], label=label)
+        if r.seed == results[0].seed:
+            if "Episode_Reward/ee_track" in h:
+                ax_arm.plot(h["Episode_Reward/ee_track"], label=label)
+            if "Episode_Reward/track_lin_vel_x" in h:
+                ax_speed.plot(h["Episode_Reward/track_lin_vel_x"], label=label)
+            for key, values in h.items():
+                if key.endswith("/violation_rate"):
+                    ax_viol.plot(values, label=f"{label}: {key.split('/')[1]}")
     for ax, title in ((ax_ws, "arm-constrained target curriculum"), (ax_bal, "reward-aware weight scales"),
-                      (ax_lim, "cost limits (allowed violation rate)"), (ax_arm, "arm tracking reward (ee_track, per s)")):
+                      (ax_lim, "cost limits (allowed violation rate)"), (ax_arm, "arm tracking reward (ee_track, per s)"),
+                      (ax_viol, "violation rate while training (stochastic policy)"),
+                      (ax_speed, "base speed tracking reward (track_lin_vel_x, per s)")):
         ax.set_title(title)
         ax.set_xlabel("iteration")
         ax.legend(fontsize=7)
