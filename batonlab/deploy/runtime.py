@@ -113,6 +113,10 @@ class DeployRuntime:
             policy = OnnxPolicy(manifest)
         self.policy = policy
         self.actions = ActionProcessor(manifest)
+        self.episode = 0
+        """Episodes begun by `new_episode` (0 before the first); recorded with every step."""
+        self._episode_begun = False
+        """`new_episode` was called: the next step restarts the command filter from the measured joints."""
         self.safety_cfg = cfg = _with_robot_stop(safety or SafetyCfg(), manifest)
         self.stale_timeout_s = cfg.stale_timeout_s or default_stale_timeout(self.dt)
         held = manifest.held_joints
@@ -245,6 +249,19 @@ class DeployRuntime:
         """Leave stop (see `SafetyFilter.reset`)."""
         return self.safety.reset(now)
 
+    def new_episode(self) -> None:
+        """A new trial under a running policy (the world was reset, e.g. by a simulator): forget the past frames,
+        the last action and the tool command, as an episode reset in training; the safety state is kept, and the
+        next step's command filter starts from the joints it measures (the reset moved them)."""
+        self._forget_episode()
+        self.episode += 1
+        self._episode_begun = True
+
+    def _forget_episode(self) -> None:
+        self.observation.reset()
+        self.inputs.last_action[:] = 0.0
+        self.actions.reset()
+
     def start(self, now: float) -> tuple[bool, str]:
         """Ask to leave passive (needed when `auto_start` is off); refused, with the reason, when it cannot."""
         state = self.safety.state
@@ -270,11 +287,12 @@ class DeployRuntime:
         q = self.inputs.joint_pos[: self.num_joints]
         qd = self.inputs.joint_vel[: self.num_joints]
         state = self.safety.update(now, check.ready, check.fault, q, check.waiting)
+        if self._episode_begun:
+            self._episode_begun = False
+            self.safety.restart_from(q, qd)
         if before is State.PASSIVE and state in (State.RAMP, State.RUN):
             # A fresh start, like an episode reset in training: no past frames, no last action, no tool command.
-            self.observation.reset()
-            self.inputs.last_action[:] = 0.0
-            self.actions.reset()
+            self._forget_episode()
         target, raw, obs = None, None, None
         if state in (State.RAMP, State.RUN):
             obs = self.observation.compute(self.inputs)

@@ -297,6 +297,21 @@ class SafetyFilter:
             return "crouch" if not self._crouched or wheels_turning else "damp"
         return self.behavior
 
+    def restart_from(self, q: np.ndarray, qd: np.ndarray) -> None:
+        """A new episode under a running policy (the world was reset): the rate windows start from the measured
+        state, as training's command filter does after a reset (position targets: the measured positions within the
+        limits; velocity targets: the measured speeds within their range). Ignored outside ramp and run, or
+        with a non-finite measurement."""
+        if self.state not in (State.RAMP, State.RUN) or self.last_command is None:
+            return
+        if not (np.isfinite(q).all() and np.isfinite(qd).all()):
+            return
+        cmd = self.last_command.copy()
+        pos, vel = self.is_pos, self.is_vel
+        cmd[pos] = np.clip(q[pos], self.pos_low[pos], self.pos_high[pos])
+        cmd[vel] = np.clip(qd[vel], self.vel_low[vel], self.vel_high[vel])
+        self.last_command = cmd
+
     # Private methods.
 
     def _limit(self, cmd: np.ndarray, q, qd, measured_ok: bool, torque: np.ndarray) -> np.ndarray:

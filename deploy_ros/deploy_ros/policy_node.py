@@ -84,6 +84,7 @@ class PolicyNode(Node):
         self._stop_phase: str | None = None
         self.create_service(Trigger, "~/reset", self._on_reset)
         self.create_service(Trigger, "~/start", self._on_start)
+        self.create_service(Trigger, "~/new_episode", self._on_new_episode)
 
         self._next_diagnostics = 0.0
         self.create_timer(1.0 / max(p["graph_check_rate_hz"], 1e-3), self._check_graph)
@@ -138,6 +139,12 @@ class PolicyNode(Node):
 
     def _on_reset(self, request, response):
         response.success, response.message = self.runtime.reset(self._now())
+        return response
+
+    def _on_new_episode(self, request, response):
+        # The world was reset under the running policy (sim-to-sim's next episode): its past frames are not this one's.
+        self.runtime.new_episode()
+        response.success, response.message = True, f"episode {self.runtime.episode}: past frames and last action forgotten"
         return response
 
     def _on_start(self, request, response):
@@ -203,7 +210,8 @@ class PolicyNode(Node):
             self.recorder.joint_command(stamp, result.command[self.commands.record_index])
         obs = result.observation if result.observation is not None else ()
         self.recorder.policy_step(stamp, result.tick, obs, result.raw_action,
-                                  result.command, result.state.value, result.reason, input_ns=self.inputs.joint_stamp_ns,
+                                  result.command, result.state.value, result.reason, episode=self.runtime.episode,
+                                  input_ns=self.inputs.joint_stamp_ns,
                                   compute_time_s=compute_time_s)
         self._check_recorder()
 

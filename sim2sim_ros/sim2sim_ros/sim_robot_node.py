@@ -47,12 +47,17 @@ PARAMETERS = {
     "imu_noise": False,  # add the policy observation's training noise to the imu message
     "cmd_vel_command": "",  # a task command to publish as a Twist on cmd_vel ("": none)
     "state_file": "",  # .npz of the world state after every physics step, written when the node ends ("": none)
-    "policy_node": "",  # a policy node whose stops are reported per episode and reset between episodes ("": none)
+    "policy_node": "",  # a policy node told of each new episode (~/new_episode), whose stops are reported per
+    # episode and reset between episodes ("": none)
     "lockstep": False,  # each control period waits for the commands computed from its state, then runs at once
     "lockstep_timeout_s": 1.0,  # wall seconds a period waits for them before it runs on without
 }
 """Parameters of every robot. A robot with several command interfaces also declares, per interface I,
 `command_topics.I` (default `<command_topic>/I`) and `command_joint_orders.I` (default: I's joints)."""
+
+
+NEW_EPISODE_TIMEOUT_S = 2.0
+"""Wall seconds a new episode's first state waits for the policy node's `new_episode` reply before it goes out."""
 
 
 class SimRobotNode(Node):
@@ -106,12 +111,18 @@ class SimRobotNode(Node):
         """(physics step, steady time [s]) at which the current period's state went out, until its command is in."""
         self._period_kinds: set[str] = set()
         """Command interfaces heard from since the current period's state went out."""
-        self._reset_policy = None
+        self._reset_policy = self._new_episode = None
+        self._held: tuple[object, Future, float] | None = None
+        """(the step's ended episode or None, the policy's new_episode reply, steady time [s] asked): the new
+        episode's first state waits for the policy node to forget the last one."""
+        self._episode_begun = False
+        """Episode 0 began after the warm-up: the next step's state is its first."""
         if p["policy_node"]:
             latched = QoSProfile(depth=20, reliability=ReliabilityPolicy.RELIABLE,
                                  durability=DurabilityPolicy.TRANSIENT_LOCAL)
             self.create_subscription(String, f"{p['policy_node']}/state", self._on_policy_state, latched)
             self._reset_policy = self.create_client(Trigger, f"{p['policy_node']}/reset")
+            self._new_episode = self.create_client(Trigger, f"{p['policy_node']}/new_episode")
         period = robot.physics_dt / max(p["real_time_factor"], 1e-3)
         self._steady = Clock(clock_type=ClockType.STEADY_TIME)
         self.timer = self.create_timer(period, self._on_timer, clock=self._steady)
@@ -259,16 +270,43 @@ class SimRobotNode(Node):
         return self._steady.now().nanoseconds * 1e-9
 
     def _on_timer(self) -> None:
-        """The wall-clock pace: one physics step, unless lockstep waits for this period's commands."""
+        """The wall-clock pace: one physics step, unless lockstep waits for this period's commands or a new
+        episode waits for the policy node to forget the last one."""
+        if self._held is not None:
+            result, reply, asked = self._held
+            if not reply.done() and self._steady_s() - asked < NEW_EPISODE_TIMEOUT_S:
+                return
+            if not reply.done():
+                self.get_logger().warning(f"{self.params['policy_node']}/new_episode did not answer within "
+                                          f"{NEW_EPISODE_TIMEOUT_S:g} s: the episode starts on its past frames")
+            self._held = None
+            self._publish_step(result)
+            return
         if not self._waits_for_commands():
             self._physics_step()
 
+    def _tell_policy_new_episode(self, result) -> bool:
+        """Ask the policy node to forget the last episode before the new one's first state (this step's) goes out;
+        False when no policy node with that service is followed (the state goes out at once)."""
+        if self._new_episode is None or not self._new_episode.service_is_ready():
+            return False
+        self._held = (result, self._new_episode.call_async(Trigger.Request()), self._steady_s())
+        return True
+
     def _physics_step(self) -> None:
-        """One physics step, its messages, and at a period's end the task's commands and episode bookkeeping."""
+        """One physics step, then its messages (held while the policy node hears of a new episode)."""
         robot = self.robot
         result = robot.step()
         if self.states is not None:
             self.states.append((self.sim_time, robot.episode_index, *robot.world_state()))
+        begun, self._episode_begun = result is not None or self._episode_begun, False
+        if begun and self._tell_policy_new_episode(result):
+            return
+        self._publish_step(result)
+
+    def _publish_step(self, result) -> None:
+        """The step's messages, and at a period's end the task's commands and episode bookkeeping."""
+        robot = self.robot
         stamp = Time(nanoseconds=int(round(self.sim_time * 1e9))).to_msg() if self.pub_clock else self.get_clock().now().to_msg()
         self._publish_state(stamp)
         period_ended = robot.physics_steps % robot.decimation == 0
@@ -286,6 +324,7 @@ class SimRobotNode(Node):
             self.get_logger().info(f"warm-up done; episode 0 (seed {robot.base_seed})")
             robot.next_episode()
             self.log.restart_episode()  # episode 0's figures, not the warm-up's
+            self._episode_begun = True  # the warm-up's frames are not episode 0's
         if self.pub_clock is not None:
             # Last: nodes on sim time see this step's state before their timers fire for it.
             self.pub_clock.publish(ClockMsg(clock=stamp))

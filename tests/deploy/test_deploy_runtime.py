@@ -107,3 +107,33 @@ def test_targets_are_clamped_to_the_actuators_control_range_as_in_training():
     targets = processor(np.full(6, 10.0, dtype=np.float32))
     assert targets[1] == 0.5, "the actuator's range, as training's action term clamps it"
     assert targets[0] == pytest.approx(2.97, abs=1e-5)
+
+
+def test_a_new_episode_starts_as_after_a_reset_in_training(tmp_path):
+    """`new_episode` (sim-to-sim's next episode: the world reset under a running policy): the next step sees no last
+    action and its rate window starts from the joints it measures, not from the last episode's targets."""
+    manifest = load_manifest(make_export(tmp_path, bias=np.full(6, 1.0)))
+    rt = DeployRuntime(manifest, SafetyCfg(ramp_time_s=0.0, max_joint_velocity=1.0, input_rate_samples=0),
+                       ignored_joints=["finger_left", "finger_right"])
+    names = [*manifest.joint_names, "finger_left", "finger_right"]
+    step = 1.0 * manifest.control_dt
+
+    def run(q: np.ndarray, now: float):
+        rt.set_joint_state(names, np.array([*q, 0.02, 0.02]), np.zeros(8), now)
+        rt.set_vector("ee_pos_b", [0.3, 0.0, 0.3], now)
+        rt.set_vector("ee_target", [0.4, 0.0, 0.3], now)
+        return rt.step(now)
+
+    q0 = np.asarray(manifest.default_pos, dtype=float)
+    for k in range(20):  # targets walk up from q0 at the rate limit; the last action (1.0) is observed
+        result = run(q0, k * manifest.control_dt)
+    assert result.state is State.RUN and rt.episode == 0
+    np.testing.assert_allclose(result.observation[-6:], 1.0)
+    assert (result.command > q0 + 0.3).all()  # the last episode's targets, far above q1 below
+
+    q1 = q0 - 0.3  # the reset moved every joint
+    rt.new_episode()
+    result = run(q1, 20 * manifest.control_dt)
+    assert rt.episode == 1 and result.state is State.RUN
+    np.testing.assert_allclose(result.observation[-6:], 0.0)  # as training's first step: no last action
+    np.testing.assert_allclose(result.command, q1 + step, atol=1e-9)  # one step from the measured joints
