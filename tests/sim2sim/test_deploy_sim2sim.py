@@ -156,9 +156,11 @@ def test_sim_to_sim_over_ros2_matches_play(arm_reach_policy, tmp_path):
     from ros.training import play_on_seeds
 
     results_file = tmp_path / "sim_to_sim.json"
+    record = {"record": True, "record_dir": str(tmp_path / "bag"), "record_seed": SEEDS[0]}
     with CpuLoad():
         summary = run_sim_to_sim(arm_reach_policy.export_dir, "arm_reach", seed=SEEDS[0], num_episodes=len(SEEDS),
-                                 domain_id=new_domain_id(), results_file=results_file, timeout_s=900, log_dir=tmp_path)
+                                 domain_id=new_domain_id(), results_file=results_file, timeout_s=900, log_dir=tmp_path,
+                                 policy_params=record)
     assert summary is not None, "sim_robot_node wrote no results"
     episodes = summary["episodes"]
     assert [e["seed"] for e in episodes] == list(SEEDS)
@@ -179,6 +181,17 @@ def test_sim_to_sim_over_ros2_matches_play(arm_reach_policy, tmp_path):
     assert all(e["command_delay_steps"] == 0.0 for e in episodes), "a period ran before its command came" + logs
     assert play.mean() >= 0.8, f"the briefly trained policy is too weak for the comparison (play {play.mean():.2f})"
     assert abs(ros.mean() - play.mean()) <= 0.10, logs
+    # The sim robot told the policy node of every episode before its first state: each starts without the last
+    # episode's action (the observation's last 6 values), as in training after a reset.
+    from batonlab.logs.bag_reader import open_bag
+
+    (bag,) = (tmp_path / "bag").iterdir()
+    steps = open_bag(bag).policy_steps
+    assert set(range(1, len(SEEDS) + 1)) <= set(np.unique(steps.episode).tolist()), np.unique(steps.episode)
+    for episode in range(1, len(SEEDS) + 1):
+        first, second = np.nonzero(steps.episode == episode)[0][:2]
+        assert not steps.observation[first, -6:].any(), f"episode {episode} began on the last one's action"
+        np.testing.assert_allclose(steps.observation[second, -6:], steps.action_raw[first], atol=1e-6)
 
 
 def node_log_tails(log_dir, lines: int = 25) -> str:
