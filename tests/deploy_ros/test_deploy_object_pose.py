@@ -377,7 +377,8 @@ def test_sim_to_sim_object_pose_reaches_the_policy_as_in_training(arm_lift_stude
     (`ObservationManager`, noise off) of the simulator states it read: sim_robot_node's state file holds, per
     physics step, the qpos, qvel and MuJoCo sensor readings its messages were built from, which is what
     training's terms read. The joint terms come from the step of the joint_states message used, each sensor
-    term from the step of its last message, last_action from the previous policy step. The bag holds
+    term from the step of its last message, last_action from the previous policy step of the same episode (the
+    sim robot starts each on `~/new_episode`, as training's reset: none before its first step). The bag holds
     /sensors/object_pose as PoseStamped, read back exactly."""
     pytest.importorskip("rclpy", reason="needs rclpy: pip install batonlab[ros]")
     from batonlab.cli.deploy import sim_config
@@ -433,6 +434,7 @@ def test_sim_to_sim_object_pose_reaches_the_policy_as_in_training(arm_lift_stude
     worst, same_step, object_moved = 0.0, 0, set()
     for i in ran:
         previous_ran = i > 0 and steps.safety_state[i - 1] in ("ramp", "run") and np.isfinite(steps.action_raw[i - 1]).all()
+        previous_ran &= steps.episode[i] == steps.episode[i - 1]  # an episode starts without an action, as in training
         last_action = steps.action_raw[i - 1] if previous_ran else np.zeros(manifest.action_dim, dtype=np.float32)
         joints_k = state_index(steps.input_stamp[i])
         sources = {None: joints_k}
