@@ -236,14 +236,14 @@ def main() -> None:
                 print(f"[privileged] {task} / {variant}, seed {seed}: {args.num_envs} envs", flush=True)
                 trained, levels = train(task, variant, seed, args.num_envs, args.teacher_iterations, args.out / "logs",
                                         extra)
-                runs[variant] = trained.best.path if trained.best is not None else trained.run_dir  # finetune's start
+                chosen = Path(trained.best.path) if trained.best is not None else None  # a keep_best run's model_best.pt
+                runs[variant] = chosen or trained.run_dir  # where a later variant starts (finetune: the best student)
                 video = None if args.no_video else args.out / f"{task}_{variant}_seed{seed}.mp4"
                 scores = test(task, variant, trained.policy, seed, args.eval_episodes, video)
                 if trained.best is not None:
                     best = test(task, variant, best_policy(task, trained), seed, args.eval_episodes, None)
                     scores.update(best_success=best["success"], best_iteration=trained.best.iteration)
                 if args.sim_to_sim and variant in DEPLOYABLE:
-                    chosen = Path(trained.best.path) if trained.best is not None else None  # finetune: model_best.pt
                     play, ros, _ = compare_on_seeds(Path(trained.run_dir), task, SIM_TO_SIM_SEED, args.sim_to_sim,
                                                     domain_id=61, log=lambda line: print(f"[privileged] {line}", flush=True),
                                                     checkpoint=chosen)
