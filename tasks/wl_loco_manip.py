@@ -33,7 +33,7 @@ from batonlab.curricula.cost_limits import CostLimitSchedule
 from batonlab.curricula.reward_balance import RewardBalanceCurriculum
 from batonlab.env.cfg import (ActionTermCfg, CommandTermCfg, CostTermCfg, CurriculumTermCfg, EventTermCfg, ObsTermCfg,
                               RewardTermCfg, TaskCfg, TermCfg)
-from batonlab.rewards import constraints, regularizers, tracking
+from batonlab.rewards import constraints, locomotion, regularizers, tracking
 from batonlab.rl.cfg import RunnerCfg
 from batonlab.robots import wheel_legged as wl
 from batonlab.robots.arm6 import ARM_JOINTS, EE_SITE, GRIPPER_JOINT
@@ -101,8 +101,14 @@ COST_LIMITS_START = {"arm_torque": 0.2, "ee_workspace": 0.1, "link_contact": 0.0
 LIMIT_SCHEDULE_STEPS = 4800
 """Control steps over which the cost limits tighten (200 iterations of 24 steps) [-]."""
 
+SPEED_FINE_STD = 0.1
+"""Kernel width of the fine forward-speed reward, next to wl_balance's 0.25 m/s one [m/s]."""
+
 SUCCESS_MAX_EE_ERROR = 0.10
 """Mean end-effector error over an episode that still counts as reaching [m]."""
+
+DESIRED_KL = 0.02
+"""KL target of the adaptive learning rate: at 0.01 (rsl-rl's) and the low initial noise it held the step near 1e-4."""
 
 
 def make_loco_manip_scene_spec() -> mujoco.MjSpec:
@@ -189,6 +195,8 @@ def make_wl_loco_manip_cfg(play: bool = False) -> TaskCfg:
         terms["last_action"] = last_action  # keep the action history last, after every state term
 
     cfg.rewards["track_lin_vel_x"].weight = 1.5
+    fine_speed = {**cfg.rewards["track_lin_vel_x"].params, "std": SPEED_FINE_STD}
+    cfg.rewards["track_lin_vel_x_fine"] = RewardTermCfg(func=locomotion.track_lin_vel_x_exp, params=fine_speed, weight=1.0)
     cfg.rewards["track_ang_vel_z"].params["std"] = 0.4
     cfg.rewards["track_ang_vel_z"].weight = 0.75
     cfg.rewards["track_height"].weight = 0.5
@@ -223,7 +231,8 @@ def make_wl_loco_manip_cfg(play: bool = False) -> TaskCfg:
             "fraction": 0.55, "narrow_fraction": 0.3, "interval_s": 2.0}),
         # Base and arm rewards weighted by how far each is from its maximum, so neither side is given up.
         "reward_balance": CurriculumTermCfg(func=RewardBalanceCurriculum, params={
-            "groups": {"base": ["track_lin_vel_x", "track_ang_vel_z"], "arm": ["ee_track", "ee_track_fine"]},
+            "groups": {"base": ["track_lin_vel_x", "track_lin_vel_x_fine", "track_ang_vel_z"],
+                       "arm": ["ee_track", "ee_track_fine"]},
             "interval_s": 2.0}),
         "cost_limits": CurriculumTermCfg(func=CostLimitSchedule, params={
             "start": COST_LIMITS_START, "duration_steps": LIMIT_SCHEDULE_STEPS}),
@@ -260,6 +269,7 @@ def make_wl_loco_manip_agent_cfg() -> RunnerCfg:
     cfg.max_iterations = 500
     cfg.policy.actor_hidden_dims = cfg.policy.critic_hidden_dims = (256, 128, 64)
     cfg.policy.init_noise_std = 0.5
+    cfg.algorithm.desired_kl = DESIRED_KL
     cfg.algorithm.class_name = "P3O"
     return cfg
 
@@ -294,6 +304,8 @@ def make_wl_loco_manip_pose_cfg(play: bool = False) -> TaskCfg:
     cfg.rewards["ee_orient"] = RewardTermCfg(func=tracking.orientation_command_error_exp,
                                              params={"command": EE_COMMAND, "sensor": EE_QUAT_SENSOR, "std": 0.4},
                                              weight=1.0)
+    if "reward_balance" in cfg.curriculum:  # the arm's share of the weight pays for its orientation too
+        cfg.curriculum["reward_balance"].params["groups"]["arm"].append("ee_orient")
     cfg.success.params["max_mean_orient_error"] = SUCCESS_MAX_ORIENT_ERROR
     return cfg
 
