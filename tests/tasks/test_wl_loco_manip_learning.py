@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """`wl_loco_manip` learns and deploys: a short CPU training with the task's P3O and three curricula
-(a larger adaptive step and fewer epochs: `fixture_trainings.TRAININGS`) keeps the robot up and
+(fewer envs, iterations and epochs: `fixture_trainings.TRAININGS`) keeps the robot up and
 brings the gripper to its targets across the final workspace, and the exported policy does the same
 over ROS 2 (sim_robot_node ↔ policy_node) as in `play` on the same seeds. The training is the session
 fixture `wl_loco_manip_policy` (tests/conftest.py).
