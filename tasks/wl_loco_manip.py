@@ -106,7 +106,8 @@ LIMIT_SCHEDULE_STEPS = 4800
 """Control steps over which the cost limits tighten (200 iterations of 24 steps) [-]."""
 
 SPEED_FINE_STD = 0.1
-"""Kernel width of the fine forward-speed reward, next to wl_balance's 0.25 m/s one [m/s]."""
+"""Kernel width of the IK tasks' fine forward-speed reward, next to wl_balance's 0.25 m/s one [m/s] (the joint-position
+task without it: its short CI training kept the base up in 0.53 of the episodes with it, against the bar of 0.7)."""
 
 SUCCESS_MAX_EE_ERROR = 0.10
 """Mean end-effector error over an episode that still counts as reaching [m]."""
@@ -199,8 +200,6 @@ def make_wl_loco_manip_cfg(play: bool = False) -> TaskCfg:
         terms["last_action"] = last_action  # keep the action history last, after every state term
 
     cfg.rewards["track_lin_vel_x"].weight = 1.5
-    fine_speed = {**cfg.rewards["track_lin_vel_x"].params, "std": SPEED_FINE_STD}
-    cfg.rewards["track_lin_vel_x_fine"] = RewardTermCfg(func=locomotion.track_lin_vel_x_exp, params=fine_speed, weight=1.0)
     cfg.rewards["track_ang_vel_z"].params["std"] = 0.4
     cfg.rewards["track_ang_vel_z"].weight = 0.75
     cfg.rewards["track_height"].weight = 0.5
@@ -235,8 +234,7 @@ def make_wl_loco_manip_cfg(play: bool = False) -> TaskCfg:
             "fraction": 0.55, "narrow_fraction": 0.3, "interval_s": 2.0}),
         # Base and arm rewards weighted by how far each is from its maximum, so neither side is given up.
         "reward_balance": CurriculumTermCfg(func=RewardBalanceCurriculum, params={
-            "groups": {"base": ["track_lin_vel_x", "track_lin_vel_x_fine", "track_ang_vel_z"],
-                       "arm": ["ee_track", "ee_track_fine"]},
+            "groups": {"base": ["track_lin_vel_x", "track_ang_vel_z"], "arm": ["ee_track", "ee_track_fine"]},
             "interval_s": 2.0}),
         "cost_limits": CurriculumTermCfg(func=CostLimitSchedule, params={
             "start": COST_LIMITS_START, "duration_steps": LIMIT_SCHEDULE_STEPS}),
@@ -286,6 +284,10 @@ def make_wl_loco_manip_ik_cfg(play: bool = False) -> TaskCfg:
     cfg.actions["arm"] = ActionTermCfg(cls=IKResidualAction, joints=arm.joints, scale=IK_RESIDUAL_SCALE,
                                        params={"command": EE_COMMAND, "base": "arm_base", "site": EE_SITE,
                                                "damping": IK_DAMPING})
+    fine_speed = {**cfg.rewards["track_lin_vel_x"].params, "std": SPEED_FINE_STD}
+    cfg.rewards["track_lin_vel_x_fine"] = RewardTermCfg(func=locomotion.track_lin_vel_x_exp, params=fine_speed, weight=1.0)
+    if "reward_balance" in cfg.curriculum:
+        cfg.curriculum["reward_balance"].params["groups"]["base"].append("track_lin_vel_x_fine")
     return cfg
 
 
