@@ -90,8 +90,7 @@ TOOL_ROLL_RANGE = (-0.5, 0.5)
 """The pose task's orientation draws around the stowed tool turned to face the target [rad]."""
 
 ORIENT_FINE_STD = 0.15
-"""Kernel width of the pose task's fine orientation reward [rad]: without it, longer training traded orientation for
-position (0.25 rad at 500 iterations against 0.14 at 200)."""
+"""Kernel width of the pose task's fine orientation reward, next to `ee_orient`'s 0.4 rad [rad]."""
 
 SUCCESS_MAX_ORIENT_ERROR = 0.3
 """The pose task's success also needs the episode's mean tool orientation error below this [rad]."""
@@ -108,14 +107,13 @@ LIMIT_SCHEDULE_STEPS = 4800
 """Control steps over which the cost limits tighten (200 iterations of 24 steps) [-]."""
 
 SPEED_FINE_STD = 0.1
-"""Kernel width of the IK tasks' fine forward-speed reward, next to wl_balance's 0.25 m/s one [m/s] (the joint-position
-task without it: its short CI training kept the base up in 0.53 of the episodes with it, against the bar of 0.7)."""
+"""Kernel width of the IK tasks' fine forward-speed reward, next to wl_balance's 0.25 m/s one [m/s]."""
 
 SUCCESS_MAX_EE_ERROR = 0.10
 """Mean end-effector error over an episode that still counts as reaching [m]."""
 
 DESIRED_KL = 0.02
-"""KL target of the adaptive learning rate: at 0.01 (rsl-rl's) and the low initial noise it held the step near 1e-4."""
+"""KL target of the adaptive learning rate (rsl-rl's 0.01 held the step small at this initial noise) [-]."""
 
 
 def make_loco_manip_scene_spec() -> mujoco.MjSpec:
