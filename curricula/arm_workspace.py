@@ -9,16 +9,18 @@ sampling ranges (spherical coordinates radius, pitch, yaw around the shoulder) s
 around the stowed end-effector pose and widen by a step per key toward their final limits once the
 arm tracks well; when tracking collapses they can narrow back, never below the start spans.
 
-Tracking is judged as in `CommandRangeCurriculum`: the episode sums of the listed arm-tracking
-terms, divided by each episode's duration and by the sum of the terms' weights (exp-kernel terms pay
-at most their weight per second, so 1.0 is perfect tracking), averaged over the envs that reset in a
-decision window (default one episode of simulated time). The weights are read when the episodes end,
-so a reward balance that rescales them (`RewardBalanceCurriculum`) does not move the score.
+Tracking is judged as in `CommandRangeCurriculum`: the episode pay of the listed arm-tracking terms
+per second, over the sum of the terms' weights (exp-kernel terms pay at most their weight per second,
+so 1.0 is perfect tracking), averaged over the envs that reset in a decision window (default one
+episode of simulated time). The pay counts each term at its weight when the curriculum was built
+(unweighted episode sums), so a reward balance that rescales the weights (`RewardBalanceCurriculum`),
+even mid-episode, does not move the score.
 """
 
 from __future__ import annotations
 
 import torch
+from batonlab.env.rewards import episode_pay_per_s
 from batonlab.env.terms import CurriculumTerm
 
 WIDEN, HOLD, NARROW = 1, 0, -1
@@ -140,6 +142,8 @@ class ArmWorkspaceCurriculum(CurriculumTerm):
         self.start = start_ranges(stowed, start_span, self.limits)
         self.step = {k: float(v) for k, v in step.items()}
         self.reward_terms = reward_terms
+        self.weights = {name: float(env.reward_manager.cfgs[name].weight) for name in reward_terms}
+        """Weight each tracking term is judged at: its weight when the curriculum was built [-]."""
         self.fraction = fraction
         self.narrow_fraction = narrow_fraction
         self.interval_steps = round((interval_s or env.max_episode_length_s) / env.step_dt)
@@ -156,10 +160,8 @@ class ArmWorkspaceCurriculum(CurriculumTerm):
         # Envs reset before they took a step (a full `reset()`) have no episode to judge.
         judged = env_ids[env.episode_length_buf[env_ids] > 0]
         if len(judged):
-            weight = sum(env.reward_manager.cfgs[name].weight for name in self.reward_terms)
-            sums = sum(env.reward_manager.episode_sums[name][judged] for name in self.reward_terms)
-            duration_s = env.episode_length_buf[judged] * env.step_dt
-            self._sum += (sums / duration_s).sum().item() / weight
+            pay_per_s = episode_pay_per_s(env, judged, self.weights)
+            self._sum += pay_per_s.sum().item() / sum(self.weights.values())
             self._count += len(judged)
             self.score = self._sum / self._count
         if env.common_step_counter - self._last_update_step >= self.interval_steps and self._count:

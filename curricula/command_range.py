@@ -2,7 +2,8 @@
 """Command-range curriculum (legged_gym's `update_command_curriculum`): widen the sampled velocity
 ranges once the robot tracks the current ones well.
 
-The episode sums of one tracking reward, divided by each episode's duration, are averaged over the
+The episode pay of one tracking reward (at its weight when the curriculum was built, so a
+curriculum that rescales the weight does not move it), per second of each episode, is averaged over the
 envs that reset; once per window (default: one episode length), if this mean per-second value
 exceeds `fraction` of the term's weight (the most an exp-kernel term can pay), every listed range
 grows by `step` on both sides, up to its `limit`. Dividing by the actual duration (legged_gym divides
@@ -13,6 +14,7 @@ by leaving the terrain do not read as poor tracking.
 from __future__ import annotations
 
 import torch
+from batonlab.env.rewards import episode_pay_per_s
 from batonlab.env.terms import CurriculumTerm
 
 
@@ -69,9 +71,7 @@ class CommandRangeCurriculum(CurriculumTerm):
         self.num_widenings = 0
 
     def __call__(self, env, env_ids: torch.Tensor) -> dict[str, float]:
-        sums = env.reward_manager.episode_sums[self.reward_term][env_ids]
-        duration_s = (env.episode_length_buf[env_ids] * env.step_dt).clamp(min=env.step_dt)
-        self._sum += (sums / duration_s).sum().item()
+        self._sum += episode_pay_per_s(env, env_ids, {self.reward_term: self.weight}).sum().item()
         self._count += len(env_ids)
         if env.common_step_counter - self._last_update_step >= self.interval_steps and self._count:
             if should_widen(self._sum / self._count, self.weight, self.fraction):

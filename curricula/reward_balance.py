@@ -18,6 +18,7 @@ ever switched off.
 from __future__ import annotations
 
 import torch
+from batonlab.env.rewards import episode_pay_per_s
 from batonlab.env.terms import CurriculumTerm
 
 
@@ -48,8 +49,8 @@ class RewardBalanceCurriculum(CurriculumTerm):
 
     Every term of a group gets `weight = initial weight * s_g`, penalties included, written to
     `env.reward_manager.cfgs[name].weight` (read at every step). A group's performance counts each
-    term at its initial weight (episode sums are divided by the scale in force), so rescaling does
-    not move p_g by itself; penalties lower it; it is clamped to [0, 1].
+    term at its initial weight (unweighted episode sums), so rescaling, even mid-episode, does not
+    move p_g by itself; penalties lower it; it is clamped to [0, 1].
 
     Args:
         env: The env.
@@ -113,10 +114,9 @@ class RewardBalanceCurriculum(CurriculumTerm):
         # Envs reset before they took a step (a full `reset()`) have no episode to judge.
         judged = env_ids[env.episode_length_buf[env_ids] > 0]
         if len(judged):
-            duration_s = env.episode_length_buf[judged] * env.step_dt
             for g, (group, terms) in enumerate(self.groups.items()):
-                per_s = sum(env.reward_manager.episode_sums[n][judged] * self._initial_over_current(n) for n in terms)
-                self._sum[g] += (per_s / duration_s).sum().item() / self.max_per_s[group]
+                per_s = episode_pay_per_s(env, judged, {name: self.initial[name] for name in terms})
+                self._sum[g] += per_s.sum().item() / self.max_per_s[group]
             self._count += len(judged)
         if env.common_step_counter - self._last_update_step >= self.interval_steps and self._count:
             window = (self._sum / self._count).clamp(0.0, 1.0)
@@ -133,11 +133,6 @@ class RewardBalanceCurriculum(CurriculumTerm):
             log[f"p_{group}"] = self.performance[g].item()
             log[f"scale_{group}"] = self.scales[g].item()
         return log
-
-    def _initial_over_current(self, name: str) -> float:
-        """Undo the scale in force: the term's episode sum at its initial weight (0 for a zero weight)."""
-        current = self._cfgs[name].weight
-        return self.initial[name] / current if current != 0.0 else 0.0
 
     def _write_weights(self) -> None:
         for g, terms in enumerate(self.groups.values()):

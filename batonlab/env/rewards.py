@@ -31,6 +31,10 @@ class RewardManager:
         self._sums = torch.zeros(env.num_envs, len(self.terms), device=env.device)
         self.episode_sums = {name: self._sums[:, k] for k, name in enumerate(self.terms)}
         """Each term's weighted sum over the current episode (num_envs,), a column of one buffer."""
+        self._raw_sums = torch.zeros_like(self._sums)
+        self.episode_raw_sums = {name: self._raw_sums[:, k] for k, name in enumerate(self.terms)}
+        """Each term's unweighted sum over the current episode, term value × s (num_envs,): what a
+        curriculum judges, blind to weights rescaled mid-episode."""
         self.reward = torch.zeros(env.num_envs, device=env.device)
 
     def compute(self, dt: float) -> torch.Tensor:
@@ -38,15 +42,18 @@ class RewardManager:
         self.reward.zero_()
         clip = self.only_positive
         after_clip = torch.zeros_like(self.reward) if clip else self.reward
-        values = []
+        raws, values = [], []
         for name, term in self.terms.items():
-            value = term(self.env) * (self.cfgs[name].weight * dt)
-            if value.shape != self.reward.shape:
-                raise ValueError(f"reward term '{name}' must return (num_envs,), got {tuple(value.shape)}")
+            raw = term(self.env)
+            if raw.shape != self.reward.shape:
+                raise ValueError(f"reward term '{name}' must return (num_envs,), got {tuple(raw.shape)}")
+            value = raw * (self.cfgs[name].weight * dt)
             (after_clip if clip and name in self.unclipped else self.reward).add_(value)
+            raws.append(raw)
             values.append(value)
         if values:
             self._sums += torch.stack(values, dim=1)
+            self._raw_sums += torch.stack(raws, dim=1) * dt
         if clip:
             self.reward.clamp_(min=0.0).add_(after_clip)
         return self.reward
@@ -55,9 +62,18 @@ class RewardManager:
         """Mean episode sum of each term over the reset envs, per second of episode."""
         means = (self._sums[env_ids].mean(dim=0) / self.env.max_episode_length_s).unbind()
         self._sums[env_ids] = 0.0
+        self._raw_sums[env_ids] = 0.0
         for term in self.terms.values():
             term.reset(env_ids)
         return {f"Episode_Reward/{name}": mean for name, mean in zip(self.terms, means)}
+
+
+def episode_pay_per_s(env, env_ids: torch.Tensor, weights: dict[str, float]) -> torch.Tensor:
+    """Per-second pay of reward terms over each episode so far at fixed `weights` (len(env_ids),):
+    `sum_k weights[k] * raw episode sum_k / duration` [reward/s], the duration at least one step."""
+    duration_s = (env.episode_length_buf[env_ids] * env.step_dt).clamp(min=env.step_dt)
+    raw_sums = env.reward_manager.episode_raw_sums
+    return sum(weight * raw_sums[name][env_ids] for name, weight in weights.items()) / duration_s
 
 
 class CostManager:

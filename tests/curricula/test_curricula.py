@@ -115,7 +115,7 @@ def _range_env(episode_sum: float, weight: float = 2.0) -> SimpleNamespace:
     env = _fake_env(4)
     env.episode_length_buf[:] = 1000  # 20 s episodes
     env.reward_manager = SimpleNamespace(cfgs={"track_lin_vel_x": SimpleNamespace(weight=weight)},
-                                         episode_sums={"track_lin_vel_x": torch.full((4,), episode_sum)})
+                                         episode_raw_sums={"track_lin_vel_x": torch.full((4,), episode_sum / weight)})
     return env
 
 

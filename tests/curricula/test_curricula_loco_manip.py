@@ -178,12 +178,20 @@ def _arm_sums(env: BatonEnv, score: float, seconds: float = 12.0) -> dict[str, f
     return {name: score * env.reward_manager.cfgs[name].weight * seconds for name in ARM_TERMS}
 
 
-def _finish_episodes(env: BatonEnv, sums: dict[str, float], seconds: float | None = None) -> dict:
-    """End every env's episode (`seconds` long, default the time limit) with the given episode sums
-    (the same for all envs) through the env's own reset; returns the reset's log."""
+def _finish_episodes(env: BatonEnv, sums: dict[str, float], seconds: float | None = None,
+                     raw_sums: dict[str, float] | None = None) -> dict:
+    """End every env's episode (`seconds` long, default the time limit) with the given weighted
+    episode sums (the same for all envs) through the env's own reset; returns the reset's log.
+
+    The unweighted sums are `raw_sums`, by default those of an episode paid at the weights in force."""
     env.episode_length_buf[:] = round((seconds or env.max_episode_length_s) / env.step_dt)
+    manager = env.reward_manager
     for name, value in sums.items():
-        env.reward_manager.episode_sums[name][:] = value
+        manager.episode_sums[name][:] = value
+        weight = manager.cfgs[name].weight
+        manager.episode_raw_sums[name][:] = value / weight if weight else 0.0
+    for name, value in (raw_sums or {}).items():
+        manager.episode_raw_sums[name][:] = value
     env.reset()
     return env.extras["log"]
 
@@ -272,6 +280,21 @@ def test_arm_workspace_judges_per_second_over_all_listed_terms_and_ignores_envs_
     env.common_step_counter += term.interval_steps
     _finish_episodes(env, _arm_sums(env, 0.9, seconds=6.0), seconds=6.0)
     assert term.num_widenings == 1
+    env.close()
+
+
+def test_arm_workspace_score_is_blind_to_weights_rescaled_during_the_episode():
+    env = _loco_manip_env({"arm_workspace": _workspace_cfg()})
+    cfgs = env.reward_manager.cfgs
+    # Tracking at 0.7 of the maximum for 12 s, paid at half the weights for 6 s, then at 1.5x for
+    # 6 s (a reward balance's swing), judged after the balance has left the weights at 1.5x.
+    raw = {name: 0.7 * 12.0 for name in ARM_TERMS}
+    paid = {name: 0.7 * cfgs[name].weight * (0.5 * 6.0 + 1.5 * 6.0) for name in ARM_TERMS}
+    for name in ARM_TERMS:
+        cfgs[name].weight *= 1.5
+    log = _finish_episodes(env, paid, raw_sums=raw)
+    # Dividing the paid sums by the weights in force would read 0.7 x 12/18 = 0.47.
+    assert log["Curriculum/arm_workspace/score"] == pytest.approx(0.7)
     env.close()
 
 
@@ -388,6 +411,23 @@ def test_reward_balance_moves_weight_to_the_weaker_group_and_writes_the_weights(
     assert log["Curriculum/balance/p_arm"] == pytest.approx(0.6)
     assert 1.0 < log["Curriculum/balance/scale_arm"] < 1.5
     assert log["Curriculum/balance/scale_base"] + log["Curriculum/balance/scale_arm"] == pytest.approx(2.0)
+    env.close()
+
+
+def test_reward_balance_reads_episodes_that_straddle_a_rescaling_at_the_initial_weights():
+    env = _wl_env({"balance": _balance_cfg()})
+    term = env.curriculum_manager.terms["balance"]
+    env.common_step_counter = term.interval_steps
+    _finish_episodes(env, _group_sums(env, p_base=0.9, p_arm=0.3))  # scales base 0.5, arm 1.5
+    # The next episodes ran 10 s at the task's weights and 10 s at the new ones, with the same
+    # tracking: their sums under mixed weights must read as the same performance.
+    cfgs, initial = env.reward_manager.cfgs, term.initial
+    p = {**{name: 0.9 for name in BASE}, "ee_track": 0.3}
+    raw = {name: p[name] * 20.0 for name in p}
+    paid = {name: p[name] * 10.0 * (initial[name] + cfgs[name].weight) for name in p}
+    env.common_step_counter += term.interval_steps
+    log = _finish_episodes(env, paid, raw_sums=raw)
+    assert log["Curriculum/balance/p_base"] == pytest.approx(0.9) and log["Curriculum/balance/p_arm"] == pytest.approx(0.3)
     env.close()
 
 

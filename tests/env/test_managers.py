@@ -13,7 +13,7 @@ from batonlab.env.cfg import (CurriculumTermCfg, EventTermCfg, ObsGroupCfg, ObsT
 from batonlab.env.curriculum import CurriculumManager
 from batonlab.env.events import EventManager
 from batonlab.env.observations import ObservationManager
-from batonlab.env.rewards import RewardManager
+from batonlab.env.rewards import RewardManager, episode_pay_per_s
 from batonlab.env.terminations import TerminationManager
 from batonlab.env.terms import CurriculumTerm, ManagerTerm
 
@@ -69,6 +69,22 @@ def test_reward_is_the_weighted_sum_times_dt_with_per_term_episode_sums():
     log = manager.reset(torch.tensor([3]))
     assert log["Episode_Reward/linear"] == pytest.approx(2 * 2.0 * 3.0 * env.step_dt / env.max_episode_length_s)
     assert manager.episode_sums["linear"][3] == 0 and manager.episode_sums["linear"][2] > 0
+
+
+def test_raw_episode_sums_ignore_the_weights_and_their_changes_mid_episode():
+    env = fake_env()
+    cfgs = {"linear": RewardTermCfg(state, weight=2.0)}
+    manager = RewardManager(env, cfgs)
+    manager.compute(env.step_dt)
+    cfgs["linear"].weight = 0.5  # a curriculum rescales it mid-episode
+    manager.compute(env.step_dt)
+    torch.testing.assert_close(manager.episode_raw_sums["linear"], 2 * env.state * env.step_dt)
+    torch.testing.assert_close(manager.episode_sums["linear"], 2.5 * env.state * env.step_dt)
+    pay = episode_pay_per_s(SimpleNamespace(reward_manager=manager, episode_length_buf=torch.full_like(env.state, 2),
+                                            step_dt=env.step_dt), torch.arange(len(env.state)), {"linear": 3.0})
+    torch.testing.assert_close(pay, 3.0 * env.state)
+    manager.reset(torch.tensor([3]))
+    assert manager.episode_raw_sums["linear"][3] == 0 and manager.episode_raw_sums["linear"][2] > 0
 
 
 def test_zero_weight_terms_are_kept_and_a_curriculum_can_raise_them():
