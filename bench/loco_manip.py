@@ -3,7 +3,7 @@
 at equal env steps and equal seeds, judged on one common test.
 
     python bench/loco_manip.py [--num-envs 512] [--iterations 150] [--seeds 0] [--variants ppo p3o+cur ...]
-                               [--arms joint_position ik_residual ik_pose] [--eval-episodes 256] [--out bench_results/loco_manip]
+                               [--arms joint_position ik_residual ik_pose] [--eval-episodes 256] [--out bench_results/loco_manip] [--resume]
 
 Each variant trains `wl_loco_manip` from scratch with the same seeds, envs and iterations; only the
 algorithm (`agent.algorithm.class_name`), the curricula (arm workspace, reward balance, cost-limit
@@ -12,9 +12,12 @@ on a damped least-squares IK step, `wl_loco_manip_ik`; the same toward a tool po
 whose settled orientation error the table adds) differ. Every trained policy is then evaluated on the same episodes of
 the final task: the widest target ranges, the final cost limits, no curricula. The table gives, per
 variant: base speed error (over all steps, and settled: from 1 s after each speed draw), end-effector
-error, survival, and per cost the violation rate (steps with cost > 0) on the test and over the last
-training iterations (the stochastic policy), and the mean episode cost on the test. A figure (`curricula.png`) shows the curricula over training
-and each variant's arm and speed tracking rewards and violation rates over training; `results.json` keeps every number.
+error, survival, and per cost the violation rate (steps with cost > 0) on the test, over the last
+training iterations and over all of training (the stochastic policy), and the mean episode cost on the
+test; with several seeds, mean ± standard deviation. A figure (`curricula.png`) shows the curricula over
+training and, per variant, the arm and speed tracking rewards, episode length and each cost's violation
+rate over training (mean over seeds, min-max shaded); `results.json` keeps every number, written after
+each run, and `--resume` trains only the runs it lacks (a table built over several sessions).
 
 The published claim this checks: the constrained variants violate less at comparable tracking, and
 without the arm-constrained curriculum the arm tracks clearly worse.
@@ -37,6 +40,7 @@ from batonlab.observations.root_state import root_lin_vel_heading
 from batonlab.rl.evaluate import evaluate
 from batonlab.tasks import make_agent_cfg, make_task_cfg
 from batonlab.tasks.wl_loco_manip import EE_COMMAND, EE_QUAT_SENSOR, EE_SENSOR
+from batonlab.utils.files import atomic_write_text
 from batonlab.utils.quaternions import quat_angle_between
 
 ARM_TASKS = {"joint_position": "wl_loco_manip", "ik_residual": "wl_loco_manip_ik", "ik_pose": "wl_loco_manip_pose"}
@@ -90,10 +94,11 @@ class VariantResult:
     settled_speed_error: float = float("nan")
     """Mean |v − v_cmd| over the steps at least `SPEED_SETTLE_S` after the speed was drawn [m/s]."""
 
-    def train_violation_rate(self, cost: str, last: int = TRAIN_WINDOW) -> float:
-        """Fraction of steps in violation over the last `last` training iterations (stochastic policy)."""
+    def train_violation_rate(self, cost: str, last: int | None = TRAIN_WINDOW) -> float:
+        """Fraction of steps in violation over the last `last` training iterations (None: all of them;
+        the stochastic policy)."""
         values = self.history.get(f"Cost/{cost}/violation_rate", [])
-        return float(np.mean(values[-last:])) if values else float("nan")
+        return float(np.mean(values[-last:] if last else values)) if values else float("nan")
 
 
 def train(name: str, task: str, seed: int, num_envs: int, iterations: int,
@@ -175,7 +180,8 @@ def table(results: list[VariantResult]) -> str:
         by_variant.setdefault((r.name, r.arm), []).append(r)
     header = ["variant", "arm", "speed err [m/s] (settled)", "ee err [m]", "settled ee err [m] (stowed)",
               "settled orient. err [rad]", "survival"]
-    header += [f"{n} viol. test / train" for n in names] + [f"{n} ep. cost" for n in names]
+    header += [f"{n} viol. test / train last {TRAIN_WINDOW} it. / train all" for n in names]
+    header += [f"{n} ep. cost" for n in names]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for (name, arm), runs in by_variant.items():
         def stat(field, digits: int = 3, runs=runs) -> str:
@@ -188,26 +194,44 @@ def table(results: list[VariantResult]) -> str:
                f"{stat(lambda r: r.settled_ee_error)} ({stat(lambda r: r.stowed_ee_error)})",
                stat(lambda r: r.settled_orient_error) if arm == "ik_pose" else "-", stat(lambda r: r.survival)]
         row += [f"{stat(lambda r, n=n: r.violation_rate[n], 4)} / {stat(lambda r, n=n: r.train_violation_rate(n), 4)}"
-                for n in names]
+                f" / {stat(lambda r, n=n: r.train_violation_rate(n, last=None), 4)}" for n in names]
         row += [stat(lambda r, n=n: r.episode_cost[n], 2) for n in names]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 
 
+SMOOTH = 10
+"""Iterations of the moving average applied to the training curves of the figure."""
+
+
+def _band(ax, runs: list[list[float]], label: str) -> None:
+    """Mean over seeds of a training curve (moving average over `SMOOTH` iterations), min-max over seeds shaded."""
+    length = min(len(r) for r in runs)
+    kernel = np.ones(SMOOTH) / SMOOTH
+    curves = np.array([np.convolve(r[:length], kernel, mode="valid") for r in runs])
+    x = np.arange(curves.shape[1]) + SMOOTH
+    (line,) = ax.plot(x, curves.mean(axis=0), label=f"{label} (n={len(runs)})", lw=1.2)
+    if len(runs) > 1:
+        ax.fill_between(x, curves.min(axis=0), curves.max(axis=0), color=line.get_color(), alpha=0.2)
+
+
 def plot(results: list[VariantResult], path: Path) -> None:
-    """Curricula over training (first seed of each curriculum variant); every variant's arm and speed tracking and
-    violation rates over training (first seed)."""
+    """Curricula over training (first seed of each curriculum variant), and per variant and arm the arm and speed
+    tracking, episode length and each cost's violation rate over training: mean over seeds, min-max shaded."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(3, 2, figsize=(11, 11))
-    ax_ws, ax_bal, ax_lim, ax_arm, ax_viol, ax_speed = axes.flatten()
-    shown = set()
+    costs = list(results[0].violation_rate)
+    fig, axes = plt.subplots(3, 3, figsize=(16, 12))
+    ax_ws, ax_bal, ax_lim, ax_arm, ax_speed, ax_len, *ax_viol = axes.flatten()
+    groups: dict[str, list[VariantResult]] = {}
     for r in results:
-        h, label = r.history, f"{r.name} ({r.arm})"
-        if label not in shown and "Curriculum/arm_workspace/progress" in h:
+        groups.setdefault(f"{r.name} ({r.arm})", []).append(r)
+    for label, runs in groups.items():
+        h = runs[0].history
+        if "Curriculum/arm_workspace/progress" in h:
             ax_ws.plot(h["Curriculum/arm_workspace/progress"], label=f"{label}: workspace progress")
             ax_ws.plot(h["Curriculum/arm_workspace/score"], "--", label=f"{label}: arm tracking score")
             ax_bal.plot(h["Curriculum/reward_balance/scale_base"], label=f"{label}: base")
@@ -215,25 +239,24 @@ def plot(results: list[VariantResult], path: Path) -> None:
             for key, values in h.items():
                 if key.endswith("/limit"):
                     ax_lim.plot(values, label=f"{label}: {key.split('/')[1]}")
-            shown.add(label)
-        if r.seed == results[0].seed:
-            if "Episode_Reward/ee_track" in h:
-                ax_arm.plot(h["Episode_Reward/ee_track"], label=label)
-            if "Episode_Reward/track_lin_vel_x" in h:
-                ax_speed.plot(h["Episode_Reward/track_lin_vel_x"], label=label)
-            for key, values in h.items():
-                if key.endswith("/violation_rate"):
-                    ax_viol.plot(values, label=f"{label}: {key.split('/')[1]}")
-    for ax, title in ((ax_ws, "arm-constrained target curriculum"), (ax_bal, "reward-aware weight scales"),
-                      (ax_lim, "cost limits (allowed violation rate)"), (ax_arm, "arm tracking reward (ee_track, per s)"),
-                      (ax_viol, "violation rate while training (stochastic policy)"),
-                      (ax_speed, "base speed tracking reward (track_lin_vel_x, per s)")):
-        ax.set_title(title)
+        for ax, key in ((ax_arm, "Episode_Reward/ee_track"), (ax_speed, "Episode_Reward/track_lin_vel_x"),
+                        (ax_len, "Train/mean_episode_length"),
+                        *((ax, f"Cost/{cost}/violation_rate") for ax, cost in zip(ax_viol, costs))):
+            if all(key in r.history for r in runs):
+                _band(ax, [r.history[key] for r in runs], label)
+    titles = [(ax_ws, "arm-constrained target curriculum (first seed)"), (ax_bal, "reward-aware weight scales (first seed)"),
+              (ax_lim, "cost limits (allowed violation rate)"), (ax_arm, "arm tracking reward (ee_track, per s)"),
+              (ax_speed, "base speed tracking reward (track_lin_vel_x, per s)"), (ax_len, "mean episode length [steps]")]
+    titles += [(ax, f"{cost} violation rate while training (stochastic policy)") for ax, cost in zip(ax_viol, costs)]
+    for ax, title in titles:
+        ax.set_title(title, fontsize=10)
         ax.set_xlabel("iteration")
         ax.legend(fontsize=7)
         ax.grid(alpha=0.3)
+    for ax in ax_viol[len(costs):]:
+        ax.set_visible(False)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
 
 
@@ -246,20 +269,28 @@ def main() -> None:
     parser.add_argument("--arms", nargs="+", default=["joint_position"], choices=list(ARM_TASKS))
     parser.add_argument("--eval-episodes", type=int, default=256)
     parser.add_argument("--out", type=Path, default=Path("bench_results/loco_manip"))
-    parser.add_argument("--from-json", type=Path, default=None, help="print the table and draw the figure of a results.json")
+    parser.add_argument("--from-json", type=Path, nargs="+", default=None,
+                        help="print the table and draw the figure of one or more results.json (merged)")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the runs already in OUT/results.json and train only the missing ones")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.from_json is not None:
-        results = [VariantResult(**r) for r in json.loads(args.from_json.read_text())]
+        results = [VariantResult(**r) for path in args.from_json for r in json.loads(path.read_text())]
         print(table(results))
         plot(results, args.out / "curricula.png")
         return
+    results_path = args.out / "results.json"
+    results = [VariantResult(**r) for r in json.loads(results_path.read_text())] if args.resume and results_path.exists() else []
+    done = {(r.name, r.arm, r.seed) for r in results}
     steps = args.num_envs * make_agent_cfg(ARM_TASKS["joint_position"]).num_steps_per_env * args.iterations
     print(f"[loco_manip] {len(args.variants)} variants x seeds {args.seeds}: {args.num_envs} envs x {args.iterations} "
           f"iterations = {steps / 1e6:.2f}M env steps each; test: {args.eval_episodes} episodes of the final task")
-    results = []
     for seed in args.seeds:
         for name, arm in [(n, a) for n in args.variants for a in args.arms]:
+            if (name, arm, seed) in done:
+                print(f"[loco_manip] {name} ({arm} arm) seed {seed}: in {results_path}, kept")
+                continue
             task = ARM_TASKS[arm]
             policy, history, seconds = train(name, task, seed, args.num_envs, args.iterations, args.out / "logs")
             scores = test(policy, task, seed, args.eval_episodes)
@@ -269,7 +300,7 @@ def main() -> None:
                   f"orientation {scores['settled_orient_error']:.3f} rad), "
                   f"speed error {scores['speed_error']:.3f} m/s (settled {scores['settled_speed_error']:.3f}), survival {scores['survival']:.3f}, "
                   f"violations {', '.join(f'{k} {v:.4f}' for k, v in scores['violation_rate'].items())}", flush=True)
-            (args.out / "results.json").write_text(json.dumps([vars(r) for r in results], indent=1))
+            atomic_write_text(results_path, json.dumps([vars(r) for r in results], indent=1))
     print(table(results))
     plot(results, args.out / "curricula.png")
     print(f"[loco_manip] results: {args.out / 'results.json'}, figure: {args.out / 'curricula.png'}")
