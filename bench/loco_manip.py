@@ -4,6 +4,7 @@ at equal env steps and equal seeds, judged on one common test.
 
     python bench/loco_manip.py [--num-envs 512] [--iterations 150] [--seeds 0] [--variants ppo p3o+cur ...]
                                [--arms joint_position ik_residual ik_pose] [--eval-episodes 256] [--out bench_results/loco_manip] [--resume]
+                               [--override KEY=VALUE ... --label NAME]
 
 Each variant trains `wl_loco_manip` from scratch with the same seeds, envs and iterations; only the
 algorithm (`agent.algorithm.class_name`), the curricula (arm workspace, reward balance, cost-limit
@@ -38,7 +39,7 @@ from batonlab.cli.common import build_invocation
 from batonlab.env.env import BatonEnv
 from batonlab.observations.root_state import root_lin_vel_heading
 from batonlab.rl.evaluate import evaluate
-from batonlab.tasks import make_agent_cfg, make_task_cfg
+from batonlab.tasks import make_agent_cfg
 from batonlab.tasks.wl_loco_manip import EE_COMMAND, EE_QUAT_SENSOR, EE_SENSOR
 from batonlab.utils.files import atomic_write_text
 from batonlab.utils.quaternions import quat_angle_between
@@ -93,6 +94,15 @@ class VariantResult:
     """Mean tool orientation error over the steps whose target finished gliding, for pose targets [rad]."""
     settled_speed_error: float = float("nan")
     """Mean |v − v_cmd| over the steps at least `SPEED_SETTLE_S` after the speed was drawn [m/s]."""
+    label: str = ""
+    """`--label` of the run: names a setting trained with `--override`s (e.g. an IK gain)."""
+    overrides: list[str] = field(default_factory=list)
+    """The `--override`s the run trained and was tested with."""
+
+    @property
+    def key(self) -> tuple[str, str, int, str]:
+        """(variant, arm, seed, label): what `--resume` matches."""
+        return self.name, self.arm, self.seed, self.label
 
     def train_violation_rate(self, cost: str, last: int | None = TRAIN_WINDOW) -> float:
         """Fraction of steps in violation over the last `last` training iterations (None: all of them;
@@ -101,14 +111,14 @@ class VariantResult:
         return float(np.mean(values[-last:] if last else values)) if values else float("nan")
 
 
-def train(name: str, task: str, seed: int, num_envs: int, iterations: int,
-          log_root: Path) -> tuple[object, dict[str, list[float]], float]:
-    """Train one variant from scratch with `batonlab train`'s entry (a run folder under `log_root`);
-    returns the inference policy, the per-iteration history, seconds."""
+def train(name: str, task: str, seed: int, num_envs: int, iterations: int, log_root: Path,
+          overrides: list[str] = ()) -> tuple[object, dict[str, list[float]], float]:
+    """Train one variant from scratch with `batonlab train`'s entry (a run folder under `log_root`), with the
+    task's `key=value` overrides; returns the inference policy, the per-iteration history, seconds."""
     class_name, curricula = VARIANTS[name]
     inv = build_invocation([f"task={task}", f"seed={seed}", f"env.num_envs={num_envs}", f"max_iterations={iterations}",
                             f"agent.algorithm.class_name={class_name}", f"log_root={log_root}",
-                            "eval_episodes=0", "progress=false"])
+                            "eval_episodes=0", "progress=false", *overrides])
     if not curricula:
         inv.task.curriculum = {}
     history: dict[str, list[float]] = {}
@@ -122,9 +132,10 @@ def train(name: str, task: str, seed: int, num_envs: int, iterations: int,
     return result.policy, history, result.wall_s
 
 
-def test(policy, task: str, seed: int, episodes: int) -> dict:
-    """The common test: one episode per env on the final task (widest targets, final limits, no curricula)."""
-    cfg = make_task_cfg(task, play=True)
+def test(policy, task: str, seed: int, episodes: int, overrides: list[str] = ()) -> dict:
+    """The common test: one episode per env on the final task (widest targets, final limits, no curricula),
+    with the run's task overrides."""
+    cfg = build_invocation([f"task={task}", *overrides], play=True).task
     cfg.num_envs, cfg.seed = episodes, 10_000 + seed
     cfg.curriculum = {}
     env = BatonEnv(cfg)
@@ -177,7 +188,7 @@ def table(results: list[VariantResult]) -> str:
     names = list(results[0].violation_rate)
     by_variant: dict[tuple[str, str], list[VariantResult]] = {}
     for r in results:
-        by_variant.setdefault((r.name, r.arm), []).append(r)
+        by_variant.setdefault((f"{r.name} [{r.label}]" if r.label else r.name, r.arm), []).append(r)
     header = ["variant", "arm", "speed err [m/s] (settled)", "ee err [m]", "settled ee err [m] (stowed)",
               "settled orient. err [rad]", "survival"]
     header += [f"{n} viol. test / train last {TRAIN_WINDOW} it. / train all" for n in names]
@@ -228,7 +239,7 @@ def plot(results: list[VariantResult], path: Path) -> None:
     ax_ws, ax_bal, ax_lim, ax_arm, ax_speed, ax_len, *ax_viol = axes.flatten()
     groups: dict[str, list[VariantResult]] = {}
     for r in results:
-        groups.setdefault(f"{r.name} ({r.arm})", []).append(r)
+        groups.setdefault(f"{r.name}{f' [{r.label}]' if r.label else ''} ({r.arm})", []).append(r)
     for label, runs in groups.items():
         h = runs[0].history
         if "Curriculum/arm_workspace/progress" in h:
@@ -271,6 +282,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("bench_results/loco_manip"))
     parser.add_argument("--from-json", type=Path, nargs="+", default=None,
                         help="print the table and draw the figure of one or more results.json (merged)")
+    parser.add_argument("--override", nargs="+", default=[], metavar="KEY=VALUE",
+                        help="task overrides for every run, trained and tested with (e.g. env.actions.arm.scale=0.5)")
+    parser.add_argument("--label", default="", help="names the --override setting in the table and for --resume")
     parser.add_argument("--resume", action="store_true",
                         help="keep the runs already in OUT/results.json and train only the missing ones")
     args = parser.parse_args()
@@ -282,19 +296,21 @@ def main() -> None:
         return
     results_path = args.out / "results.json"
     results = [VariantResult(**r) for r in json.loads(results_path.read_text())] if args.resume and results_path.exists() else []
-    done = {(r.name, r.arm, r.seed) for r in results}
+    done = {r.key for r in results}
     steps = args.num_envs * make_agent_cfg(ARM_TASKS["joint_position"]).num_steps_per_env * args.iterations
     print(f"[loco_manip] {len(args.variants)} variants x seeds {args.seeds}: {args.num_envs} envs x {args.iterations} "
           f"iterations = {steps / 1e6:.2f}M env steps each; test: {args.eval_episodes} episodes of the final task")
     for seed in args.seeds:
         for name, arm in [(n, a) for n in args.variants for a in args.arms]:
-            if (name, arm, seed) in done:
+            if (name, arm, seed, args.label) in done:
                 print(f"[loco_manip] {name} ({arm} arm) seed {seed}: in {results_path}, kept")
                 continue
             task = ARM_TASKS[arm]
-            policy, history, seconds = train(name, task, seed, args.num_envs, args.iterations, args.out / "logs")
-            scores = test(policy, task, seed, args.eval_episodes)
-            results.append(VariantResult(name, seed, train_time_s=seconds, history=history, arm=arm, **scores))
+            policy, history, seconds = train(name, task, seed, args.num_envs, args.iterations, args.out / "logs",
+                                             args.override)
+            scores = test(policy, task, seed, args.eval_episodes, args.override)
+            results.append(VariantResult(name, seed, train_time_s=seconds, history=history, arm=arm, label=args.label,
+                                         overrides=list(args.override), **scores))
             print(f"[loco_manip] {name} ({arm} arm) seed {seed}: trained in {seconds:.0f} s; ee error {scores['ee_error']:.3f} m, "
                   f"(settled {scores['settled_ee_error']:.3f}, stowed arm {scores['stowed_ee_error']:.3f}; "
                   f"orientation {scores['settled_orient_error']:.3f} rad), "
