@@ -153,7 +153,7 @@ def wl_balance_policy():
 
 @pytest.fixture(scope="session")
 def wl_loco_manip_policy():
-    """wl_loco_manip trained from scratch (P3O, the three curricula; `fixture_trainings.TRAININGS`) and exported,
+    """wl_loco_manip_ik trained from scratch (P3O, the three curricula; `fixture_trainings.TRAININGS`) and exported,
     once per session: the learning test and the sim-to-sim test share it. Returns `ros.training.TrainedPolicy`."""
     return _trained_policy("wl_loco_manip_policy")
 

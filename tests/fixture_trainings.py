@@ -41,7 +41,7 @@ TRAININGS = {
                                         extra=(f"env.privilege_level={TEACHER_LEVEL}", "~env.curriculum.privilege")),
     "wl_balance_policy": FixtureTraining("wl_balance", num_envs=256, iterations=64),
     "arm_reach_policy": FixtureTraining("arm_reach", num_envs=1024, iterations=80),
-    "wl_loco_manip_policy": FixtureTraining("wl_loco_manip", num_envs=128, iterations=240,
+    "wl_loco_manip_policy": FixtureTraining("wl_loco_manip_ik", num_envs=128, iterations=200,
                                             extra=("agent.algorithm.num_learning_epochs=3",)),
 }
 """Session fixture name → its training, cheapest first (the order of the background trainer). arm_reach keeps

@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""`wl_loco_manip` learns and deploys: a short CPU training with the task's P3O and three curricula
+"""`wl_loco_manip_ik` learns and deploys: a short CPU training with the task's P3O and three curricula
 (fewer envs, iterations and epochs: `fixture_trainings.TRAININGS`) keeps the robot up and
 brings the gripper to its targets across the final workspace, and the exported policy does the same
-over ROS 2 (sim_robot_node ↔ policy_node) as in `play` on the same seeds. The training is the session
-fixture `wl_loco_manip_policy` (tests/conftest.py).
+over ROS 2 (sim_robot_node ↔ policy_node, the IK step computed on the robot side) as in `play` on the same
+seeds. The training is the session fixture `wl_loco_manip_policy` (tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -17,12 +17,14 @@ from batonlab.rl.evaluate import evaluate
 from batonlab.tasks import make_task_cfg
 from batonlab.tasks.wl_loco_manip import EE_COMMAND, EE_SENSOR
 
+FIXTURE_TASK = "wl_loco_manip_ik"
+"""The task the fixture trains: the seed method's IK-residual arm."""
 EE_ERROR = f"{EE_COMMAND}/ee_error"
 SEEDS = range(3000, 3004)
 
 
 @torch.inference_mode()
-def settled_target_errors(policy, num_episodes: int, seed: int) -> tuple[float, float, float]:
+def settled_target_errors(policy, num_episodes: int, seed: int, task: str = FIXTURE_TASK) -> tuple[float, float, float]:
     """(policy's end-effector error, error of an arm left stowed, survival) on the final task.
 
     Errors are averaged over the steps whose target has finished gliding to its draw, in each env's
@@ -31,7 +33,7 @@ def settled_target_errors(policy, num_episodes: int, seed: int) -> tuple[float, 
     instead, since without balance it falls within a second, before any target has left the stowed
     pose.
     """
-    cfg = make_task_cfg("wl_loco_manip", play=True)
+    cfg = make_task_cfg(task, play=True)
     cfg.num_envs, cfg.seed = num_episodes, seed
     env = BatonEnv(cfg)
     term = env.command_manager.terms[EE_COMMAND]
@@ -78,7 +80,7 @@ def test_wl_loco_manip_over_ros2_tracks_as_in_play(wl_loco_manip_policy, tmp_pat
 
     from batonlab.robots import wheel_legged as wl
 
-    summary = run_sim_to_sim(wl_loco_manip_policy.export_dir, "wl_loco_manip", seed=SEEDS[0], num_episodes=len(SEEDS),
+    summary = run_sim_to_sim(wl_loco_manip_policy.export_dir, FIXTURE_TASK, seed=SEEDS[0], num_episodes=len(SEEDS),
                              domain_id=new_domain_id(), results_file=tmp_path / "results.json", timeout_s=500,
                              log_dir=tmp_path / "logs")
     assert summary is not None, "sim_robot_node wrote no results"
@@ -86,7 +88,7 @@ def test_wl_loco_manip_over_ros2_tracks_as_in_play(wl_loco_manip_policy, tmp_pat
     assert [e["seed"] for e in episodes] == list(SEEDS) and all(e["commands_received"] > 0 for e in episodes)
     ros_error = float(np.mean([e["mean_errors"][EE_ERROR] for e in episodes]))
     ros_survival = float(np.mean([not e["terminated"] for e in episodes]))
-    play = play_on_seeds("wl_loco_manip", wl_loco_manip_policy.policy, SEEDS,
+    play = play_on_seeds(FIXTURE_TASK, wl_loco_manip_policy.policy, SEEDS,
                          fixed_fields={"base_velocity": {"height": wl.NOMINAL_BASE_HEIGHT}})
     play_error, play_survival = float(play.mean_errors[EE_ERROR].mean()), float(1.0 - play.terminated.mean())
     print(f"\n[sim2sim wl_loco_manip] end-effector error over ROS 2 {ros_error:.4f} m, play {play_error:.4f} m; "
