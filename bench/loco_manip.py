@@ -100,6 +100,11 @@ class VariantResult:
     """The `--override`s the run trained and was tested with."""
 
     @property
+    def display_name(self) -> str:
+        """The variant, with the label of its setting if any."""
+        return f"{self.name} [{self.label}]" if self.label else self.name
+
+    @property
     def key(self) -> tuple[str, str, int, str]:
         """(variant, arm, seed, label): what `--resume` matches."""
         return self.name, self.arm, self.seed, self.label
@@ -188,7 +193,7 @@ def table(results: list[VariantResult]) -> str:
     names = list(results[0].violation_rate)
     by_variant: dict[tuple[str, str], list[VariantResult]] = {}
     for r in results:
-        by_variant.setdefault((f"{r.name} [{r.label}]" if r.label else r.name, r.arm), []).append(r)
+        by_variant.setdefault((r.display_name, r.arm), []).append(r)
     header = ["variant", "arm", "speed err [m/s] (settled)", "ee err [m]", "settled ee err [m] (stowed)",
               "settled orient. err [rad]", "survival"]
     header += [f"{n} viol. test / train last {TRAIN_WINDOW} it. / train all" for n in names]
@@ -218,9 +223,9 @@ SMOOTH = 10
 def _band(ax, runs: list[list[float]], label: str) -> None:
     """Mean over seeds of a training curve (moving average over `SMOOTH` iterations), min-max over seeds shaded."""
     length = min(len(r) for r in runs)
-    kernel = np.ones(SMOOTH) / SMOOTH
-    curves = np.array([np.convolve(r[:length], kernel, mode="valid") for r in runs])
-    x = np.arange(curves.shape[1]) + SMOOTH
+    window = max(1, min(SMOOTH, length))
+    curves = np.array([np.convolve(r[:length], np.ones(window) / window, mode="valid") for r in runs])
+    x = np.arange(curves.shape[1]) + window
     (line,) = ax.plot(x, curves.mean(axis=0), label=f"{label} (n={len(runs)})", lw=1.2)
     if len(runs) > 1:
         ax.fill_between(x, curves.min(axis=0), curves.max(axis=0), color=line.get_color(), alpha=0.2)
@@ -239,7 +244,7 @@ def plot(results: list[VariantResult], path: Path) -> None:
     ax_ws, ax_bal, ax_lim, ax_arm, ax_speed, ax_len, *ax_viol = axes.flatten()
     groups: dict[str, list[VariantResult]] = {}
     for r in results:
-        groups.setdefault(f"{r.name}{f' [{r.label}]' if r.label else ''} ({r.arm})", []).append(r)
+        groups.setdefault(f"{r.display_name} ({r.arm})", []).append(r)
     for label, runs in groups.items():
         h = runs[0].history
         if "Curriculum/arm_workspace/progress" in h:

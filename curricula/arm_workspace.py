@@ -141,7 +141,6 @@ class ArmWorkspaceCurriculum(CurriculumTerm):
             raise ValueError(f"stowed values {outside} lie outside the limits {self.limits}")
         self.start = start_ranges(stowed, start_span, self.limits)
         self.step = {k: float(v) for k, v in step.items()}
-        self.reward_terms = reward_terms
         self.weights = {name: float(env.reward_manager.cfgs[name].weight) for name in reward_terms}
         """Weight each tracking term is judged at: its weight when the curriculum was built [-]."""
         self.fraction = fraction

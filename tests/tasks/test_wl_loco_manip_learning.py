@@ -16,9 +16,10 @@ from batonlab.env.env import BatonEnv
 from batonlab.rl.evaluate import evaluate
 from batonlab.tasks import make_task_cfg
 from batonlab.tasks.wl_loco_manip import EE_COMMAND, EE_SENSOR
+from fixture_trainings import TRAININGS
 
-FIXTURE_TASK = "wl_loco_manip_ik"
-"""The task the fixture trains: the seed method's IK-residual arm."""
+FIXTURE_TASK = TRAININGS["wl_loco_manip_policy"].task
+"""The task the fixture trains (the seed method's IK-residual arm)."""
 EE_ERROR = f"{EE_COMMAND}/ee_error"
 SEEDS = range(3000, 3004)
 
