@@ -71,9 +71,9 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "gpu" in item.keywords:
                 item.add_marker(skip)
-    from fixture_trainings import TRAININGS
+    from fixture_trainings import JOBS, TRAININGS
 
-    order = list(TRAININGS)
+    order = [*TRAININGS, *JOBS]
     runnable = [item for item in items if not item.get_closest_marker("skip") and "gpu" not in item.keywords]
     needed = sorted({k for item in runnable for k in _needed(item, order)})
     items.sort(key=lambda item: max(_needed(item, order), default=-1))  # stable: pytest's order within each group
@@ -108,14 +108,17 @@ def pytest_terminal_summary(terminalreporter):
     for trainer in [_TRAINER.get("trainer"), *_TRAINER.get("extra", [])]:
         done.update(trainer.finished() if trainer is not None else {})
     if done:
-        terminalreporter.section("fixture trainings of this session (background, one core)")
+        terminalreporter.section("fixture trainings and jobs of this session (background, one core)")
         for name, run in done.items():
-            terminalreporter.write_line(f"{name:22s} {run.env_steps / 1e6:5.2f}M env steps in {run.wall_s:6.1f} s "
-                                        f"({run.env_steps / run.wall_s:6.0f} env steps/s)")
+            if isinstance(run, float):
+                terminalreporter.write_line(f"{name:22s} job in {run:6.1f} s")
+            else:
+                terminalreporter.write_line(f"{name:22s} {run.env_steps / 1e6:5.2f}M env steps in {run.wall_s:6.1f} s "
+                                            f"({run.env_steps / run.wall_s:6.0f} env steps/s)")
 
 
-def _trained(name: str):
-    """The background training of fixture `name`, once done; trained here and now if it was not scheduled."""
+def _background(name: str):
+    """The background process that has fixture `name`; one started for it now if it was not scheduled."""
     from fixture_trainer import FixtureTrainer
 
     trainer = _TRAINER.get("trainer")
@@ -124,7 +127,12 @@ def _trained(name: str):
 
         trainer = FixtureTrainer(Path(tempfile.mkdtemp(prefix=f"batonlab-{name}-")), [name])
         _TRAINER.setdefault("extra", []).append(trainer)
-    return trainer.result(name)
+    return trainer
+
+
+def _trained(name: str):
+    """The background training of fixture `name`, once done."""
+    return _background(name).result(name)
 
 
 def _trained_policy(name: str):
@@ -169,3 +177,17 @@ def arm_lift_teacher():
     run = _trained("arm_lift_teacher")
     return TrainedTeacher("arm_lift", run.run_dir, run.checkpoint, load_policy(run.run_dir), TEACHER_LEVEL,
                           run.env_steps)
+
+
+@pytest.fixture(scope="session")
+def gripper_arm_reach_run():
+    """`batonlab train task=reach robot=<URDF gripper arm>` with the defaults, run in the background
+    (`background_jobs.train_gripper_arm_reach`). Returns its dict: run folder, robot file, closing evaluation."""
+    return _background("gripper_arm_reach_run").job_result("gripper_arm_reach_run")
+
+
+@pytest.fixture(scope="session")
+def progress_encoders():
+    """One progress encoder per task (arm_reach, arm_lift) trained on rendered rollouts of the session's policies,
+    a demo and held-out episodes each, made in the background (`background_jobs.train_progress_encoders`)."""
+    return _background("progress_encoders").job_result("progress_encoders")

@@ -11,7 +11,9 @@ thread, at a lower priority (nice 10), so that the tests in front keep the cores
     python tests/fixture_trainer.py OUT_DIR NAME [NAME ...]
 
 writes OUT_DIR/NAME/ (logs/, exported/) and, when a training is done, OUT_DIR/NAME.json (run folder,
-env steps, wall time). A failure writes OUT_DIR/NAME.failed with the traceback and ends the process.
+env steps, wall time). A job of `fixture_trainings.JOBS` (a fixture's other long setup) runs after the
+trainings and writes what it returns, with its wall time, to OUT_DIR/NAME.json. A failure writes
+OUT_DIR/NAME.failed with the traceback and ends the process.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import sys
 import time
 import traceback
 from dataclasses import dataclass
+from importlib import import_module
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -51,7 +54,9 @@ class FixtureTrainer:
     """The background process and what it has finished (in the test process)."""
 
     def __init__(self, out_dir: Path, names: list[str]):
-        self.out_dir, self.names = Path(out_dir), list(names)
+        from fixture_trainings import with_needs
+
+        self.out_dir, self.names = Path(out_dir), with_needs(list(names))
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = self.out_dir / "trainer.log"
         self._log = open(self.log_path, "w")
@@ -60,6 +65,15 @@ class FixtureTrainer:
 
     def result(self, name: str, timeout_s: float = 3600.0) -> BackgroundRun:
         """Wait for `name`'s training; raise with the trainer's log if it failed or the process died."""
+        self._wait(name, timeout_s)
+        return _read(self.out_dir / f"{name}.json")
+
+    def job_result(self, name: str, timeout_s: float = 3600.0) -> dict:
+        """Wait for job `name`; what its function returned, and `wall_s`."""
+        self._wait(name, timeout_s)
+        return json.loads((self.out_dir / f"{name}.json").read_text())
+
+    def _wait(self, name: str, timeout_s: float) -> None:
         done, failed = self.out_dir / f"{name}.json", self.out_dir / f"{name}.failed"
         deadline = time.monotonic() + timeout_s
         while not done.is_file():
@@ -71,12 +85,17 @@ class FixtureTrainer:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the background training of {name} took over {timeout_s:.0f} s")
             time.sleep(0.5)
-        return _read(done)
 
-    def finished(self) -> dict[str, BackgroundRun]:
-        """The trainings done so far, by fixture name."""
-        return {name: _read(self.out_dir / f"{name}.json") for name in self.names
-                if (self.out_dir / f"{name}.json").is_file()}
+    def finished(self) -> dict[str, BackgroundRun | float]:
+        """The trainings (their runs) and jobs (their wall times [s]) done so far, by fixture name."""
+        from fixture_trainings import JOBS
+
+        done = {}
+        for name in self.names:
+            path = self.out_dir / f"{name}.json"
+            if path.is_file():
+                done[name] = json.loads(path.read_text())["wall_s"] if name in JOBS else _read(path)
+        return done
 
     def close(self) -> None:
         """Stop the trainer if it still runs (an interrupted session leaves nothing running) and remove its runs."""
@@ -112,21 +131,35 @@ def _train(name: str, out_dir: Path) -> dict:
             "train_success_rate": float(run.stats.get("Episode/success_rate", float("nan")))}
 
 
+def _job(name: str, out_dir: Path) -> dict:
+    from fixture_trainings import JOBS
+
+    job = JOBS[name]
+    module, function = job.target.split(":")
+    runs = {need: _read(out_dir / f"{need}.json") for need in job.needs}
+    (out_dir / name).mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    info = getattr(import_module(module), function)(out_dir / name, runs)
+    return {**info, "wall_s": time.perf_counter() - start}
+
+
 def main(argv: list[str]) -> int:
     out_dir, names = Path(argv[0]), argv[1:]
     os.nice(NICENESS)
     sys.path.insert(0, str(HERE))
+    from fixture_trainings import JOBS
+
     for name in names:
-        print(f"[fixture_trainer] training {name}", flush=True)
+        print(f"[fixture_trainer] {'running' if name in JOBS else 'training'} {name}", flush=True)
         try:
-            info = _train(name, out_dir)
+            info = _job(name, out_dir) if name in JOBS else _train(name, out_dir)
         except BaseException:
             (out_dir / f"{name}.failed").write_text(traceback.format_exc())
             raise
         tmp = out_dir / f"{name}.json.tmp"
         tmp.write_text(json.dumps(info))
         tmp.rename(out_dir / f"{name}.json")  # whole or absent: the fixture never reads half a file
-        print(f"[fixture_trainer] {name}: {info['env_steps']} env steps in {info['wall_s']:.0f} s", flush=True)
+        print(f"[fixture_trainer] {name}: done in {info['wall_s']:.0f} s", flush=True)
     return 0
 
 

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """The trainings behind the session fixtures, in one table: conftest.py trains them, the learning tests
-assert on their budgets, and `bench/suite_cost.py` times them.
+assert on their budgets, and `bench/suite_cost.py` times them. `JOBS` are the session fixtures' other
+long setups, run by the same background process after the trainings they need.
 
 Each is `batonlab train task=<task> env.num_envs=<num_envs> max_iterations=<iterations> seed=0 <extra>`.
 What each budget gives (success, survival, wall time) is in docs/TESTING.md.
@@ -46,3 +47,30 @@ TRAININGS = {
 }
 """Session fixture name → its training, cheapest first (the order of the background trainer). arm_reach keeps
 its original budget: the progress encoder ranks its episodes at the bar only with that policy (docs/TESTING.md)."""
+
+
+@dataclass(frozen=True)
+class FixtureJob:
+    """A session fixture's setup that is not one `batonlab train` row: `function(out_dir, runs)` of a module in
+    tests/ (`"module:function"`), called by the background process once the trainings it `needs` are done, with
+    their `fixture_trainer.BackgroundRun`s by name; returns a JSON-able dict, which the fixture reads back."""
+
+    target: str
+    needs: tuple[str, ...] = ()
+
+
+JOBS = {
+    "gripper_arm_reach_run": FixtureJob("background_jobs:train_gripper_arm_reach"),
+    "progress_encoders": FixtureJob("background_jobs:train_progress_encoders",
+                                    needs=("arm_reach_policy", "arm_lift_teacher")),
+}
+"""Session fixture name → its job, in the background process's order (after every training)."""
+
+
+def with_needs(names: list[str]) -> list[str]:
+    """`names` and what their jobs need, in background order: `TRAININGS` order, then `JOBS` order."""
+    wanted = set(names) | {need for name in names if name in JOBS for need in JOBS[name].needs}
+    unknown = sorted(wanted - set(TRAININGS) - set(JOBS))
+    if unknown:
+        raise KeyError(f"no fixture training or job named {unknown}")
+    return [name for name in [*TRAININGS, *JOBS] if name in wanted]

@@ -23,7 +23,7 @@ import yaml
 
 from batonlab.deploy.manifest import MANIFEST_FILE, sha256_file
 from batonlab.rl import checkpoint
-from cli_runs import batonlab
+from cli_runs import batonlab, batonlab_at_once
 
 TINY = ["task=arm_reach", "env.num_envs=8", "agent.num_steps_per_env=8", "progress=false", "eval_episodes=0"]
 
@@ -228,24 +228,26 @@ def test_a_full_disk_while_recording_is_one_line_naming_the_bag(trained, tmp_pat
 def test_read_only_folders_and_files_in_the_way_are_one_line_naming_the_path(trained, tmp_path):
     in_the_way = tmp_path / "a_file"
     in_the_way.write_text("not a folder")
-    _one_line_error(batonlab("train", "max_iterations=1", f"log_root={in_the_way}", *TINY, cwd=tmp_path),
-                    str(in_the_way), "is a file, not a folder")
-    _one_line_error(batonlab("export", f"run_dir={trained}", f"export.out_dir={in_the_way}", cwd=tmp_path),
-                    str(in_the_way), "is a file, not a folder")
-    recorded = batonlab("play", f"run_dir={trained}", f"record={tmp_path / 'bags'}", "play.num_episodes=1",
-                        "play.video=false", "progress=false", cwd=tmp_path)
+    train, export, recorded = batonlab_at_once(
+        ("train", "max_iterations=1", f"log_root={in_the_way}", *TINY),
+        ("export", f"run_dir={trained}", f"export.out_dir={in_the_way}"),
+        ("play", f"run_dir={trained}", f"record={tmp_path / 'bags'}", "play.num_episodes=1", "play.video=false",
+         "progress=false"), cwd=tmp_path)
+    _one_line_error(train, str(in_the_way), "is a file, not a folder")
+    _one_line_error(export, str(in_the_way), "is a file, not a folder")
     assert recorded.returncode == 0, recorded.stderr
     (bag,) = list((tmp_path / "bags").iterdir())
-    _one_line_error(batonlab("bag", "export", str(bag), "--csv", str(in_the_way), cwd=tmp_path),
-                    str(in_the_way), "is a file, not a folder")
     with _tmpfs(tmp_path / "ro", size="1m", read_only=True) as read_only:
-        _one_line_error(batonlab("train", "max_iterations=1", f"log_root={read_only}", *TINY, cwd=tmp_path),
-                        str(read_only), "Read-only file system")
-        _one_line_error(batonlab("export", f"run_dir={trained}", f"export.out_dir={read_only / 'exported'}",
-                                 cwd=tmp_path), str(read_only), "Read-only file system")
-        _one_line_error(batonlab("play", f"run_dir={trained}", f"record={read_only / 'bags'}", "play.num_episodes=1",
-                                 "play.video=false", "progress=false", cwd=tmp_path),
-                        str(read_only / "bags"), "Read-only file system")
+        bag_export, train, export, play = batonlab_at_once(
+            ("bag", "export", str(bag), "--csv", str(in_the_way)),
+            ("train", "max_iterations=1", f"log_root={read_only}", *TINY),
+            ("export", f"run_dir={trained}", f"export.out_dir={read_only / 'exported'}"),
+            ("play", f"run_dir={trained}", f"record={read_only / 'bags'}", "play.num_episodes=1", "play.video=false",
+             "progress=false"), cwd=tmp_path)
+        _one_line_error(bag_export, str(in_the_way), "is a file, not a folder")
+        _one_line_error(train, str(read_only), "Read-only file system")
+        _one_line_error(export, str(read_only), "Read-only file system")
+        _one_line_error(play, str(read_only / "bags"), "Read-only file system")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file", "bags", "ro"], "a failed command left files"
     assert in_the_way.read_text() == "not a folder"
 

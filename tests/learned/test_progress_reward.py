@@ -26,34 +26,14 @@ from batonlab.learned.progress_encoder import (
     EncoderCfg,
     ProgressEncoder,
     ProgressEncoderError,
-    TrainCfg,
     load_encoder,
     save_encoder,
-    train_encoder,
 )
 from batonlab.learned.progress_matcher import DemoError, ProgressMatcher, load_demo, save_demo
 from batonlab.rewards.progress import ProgressReward
 from batonlab.sim.render import write_mp4
 from batonlab.tasks import make_task_cfg
-
-POLICY_ROLLOUT = {"arm_reach": {"num_steps": 12, "frame_every": 1}, "arm_lift": {"num_steps": 24, "frame_every": 1}}
-"""Policy episodes are rendered every control step over the part where the task happens: arm_reach's
-policy is at its target within about 10 steps (0.2 s), arm_lift's teacher (λ = 1) has the cube up
-within 16-22 (the nearer the cube, the sooner). Longer episodes would add frames of a finished task, which look alike."""
-
-RANDOM_ROLLOUT = {"num_steps": 199, "frame_every": 4}
-"""Random-action episodes: the whole 4 s episode, a frame every 4 steps."""
-
-HELDOUT_EPISODES = 32
-"""Held-out policy episodes per task. With 12 (144 arm_reach frames) the same encoder's pooled Spearman
-moved by up to 0.1 from one held-out set to another; 32 pin it to a few hundredths."""
-
-ENCODER = EncoderCfg(channels=(8, 16, 32, 32))
-TRAIN = {"arm_reach": TrainCfg(steps=1500, max_shift=2), "arm_lift": TrainCfg(steps=1500, max_shift=2, negative_gap=8)}
-"""Per task, the encoder's training. arm_lift's teacher trains under the arm's command filter (3 rad/s), so
-how soon it has the cube up depends on how far the cube is: frames 4 steps apart in time-aligned
-episodes are often the same stage of the lift, and pushing them apart as negatives left the pooled
-Spearman at 0.34-0.82 over encoder seeds 0-3; with negatives 8 steps apart, 0.83-0.92 over seeds 0-4."""
+from background_jobs import PROGRESS_POLICIES, load_heldout
 
 
 @dataclass
@@ -67,40 +47,20 @@ class ProgressSetup:
     num_frames: dict[str, int]
 
 
-def _rollouts(task: str, policy, episodes: int, seed: int) -> Rollouts:
-    env = BatonEnv(rollout_cfg(make_task_cfg(task), min(episodes, 16), seed))  # arm_lift's teacher acts at λ = 1
-    try:
-        spec = POLICY_ROLLOUT[task] if policy is not None else RANDOM_ROLLOUT
-        return collect_rollouts(env, task, episodes, policy=policy, progress_bar=False, **spec)
-    finally:
-        env.close()
-
-
 @pytest.fixture(scope="module")
-def progress_setup(arm_reach_policy, arm_lift_teacher, tmp_path_factory) -> ProgressSetup:
-    """One encoder per task, trained once for the module: 8 random-action episodes (50 frames each)
-    and 48 policy episodes (one time-aligned group), all at 64 × 64; a demo and 32 held-out policy
-    episodes per task (arm_reach's through its tool camera).
+def progress_setup(progress_encoders) -> ProgressSetup:
+    """One encoder per task, made in the background with the session's arm_reach policy and arm_lift teacher
+    (`background_jobs.train_progress_encoders`: the rollouts, the encoder training and their measurements).
 
     Why one per task: an encoder trained on both (what `fit-progress tasks=[...]` does, tested below)
     ranked arm_lift at 0.91-0.97 in runs of this module alone, but at 0.35 in one full-suite run once
     arm_reach's frames became the target alone on black; the two tasks' frames compete for one small
     encoder. Each task's own encoder ranked arm_lift at 0.87-0.96 over 3 seeds."""
-    policies = {"arm_reach": arm_reach_policy.policy, "arm_lift": arm_lift_teacher.policy}
-    root = tmp_path_factory.mktemp("progress")
-    paths, demos, heldout, num_frames = {}, {}, {}, {}
-    for task, policy in policies.items():
-        random_episodes = list(_rollouts(task, None, 8, seed=1).frames)
-        policy_episodes = list(_rollouts(task, policy, 48, seed=2).frames)
-        training = random_episodes + policy_episodes
-        aligned = make_task_cfg(task).scene.progress_align_episodes  # arm_lift: yes; arm_reach's tool view: no
-        groups = [None] * len(random_episodes) + [0 if aligned else None] * len(policy_episodes)
-        demos[task] = save_demo(root / f"{task}_demo.npz", _rollouts(task, policy, 1, seed=3).frames[0])
-        heldout[task] = _rollouts(task, policy, HELDOUT_EPISODES, seed=4)
-        encoder = train_encoder(training, ENCODER, TRAIN[task], aligned_groups=groups, progress_bar=False)
-        num_frames[task] = sum(len(e) for e in training)
-        paths[task] = save_encoder(root / f"{task}_encoder.pt", encoder, [task], num_frames[task], TRAIN[task])
-    return ProgressSetup(paths, demos, heldout, num_frames)
+    tasks = {task: progress_encoders[task] for task in PROGRESS_POLICIES}
+    return ProgressSetup({task: Path(f["encoder"]) for task, f in tasks.items()},
+                         {task: Path(f["demo"]) for task, f in tasks.items()},
+                         {task: load_heldout(f["heldout"], task) for task, f in tasks.items()},
+                         {task: f["num_frames"] for task, f in tasks.items()})
 
 
 MIN_SPEARMAN = {

@@ -313,36 +313,34 @@ SEEDS = range(1000, 1016)
 
 
 @pytest.mark.slow
-def test_gripper_arm_reach_trains_to_its_bar_with_the_defaults_and_holds_it_over_ros(tmp_path):
+def test_gripper_arm_reach_trains_to_its_bar_with_the_defaults_and_holds_it_over_ros(gripper_arm_reach_run, tmp_path):
     """`batonlab train task=reach robot=test_arm_gripper.yaml` with the defaults (a URDF arm whose TCP sits 10 cm
-    past its hand, fingers held, one a mimic joint) trains until play success reaches the task's bar of 0.9 and
-    says so; `batonlab export run_dir=…` rebuilds the robot from the run folder; over ROS 2 (sim_robot_node over
-    the same robot ↔ policy_node, the held finger commanded too) the export reaches the bar on the same seeds."""
+    past its hand, fingers held, one a mimic joint; trained in the background, `background_jobs`) trains until
+    play success reaches the task's bar of 0.9 and says so; `batonlab export run_dir=…` rebuilds the robot from
+    the run folder; over ROS 2 (sim_robot_node over the same robot ↔ policy_node, the held finger commanded too)
+    the export reaches the bar on the same seeds."""
     from batonlab.cli import export
     from batonlab.cli.deploy import export_robot, run_sim_to_sim
     from batonlab.cli.policy_loading import load_trained
-    from batonlab.cli.train import train
     from batonlab.deploy import load_manifest
     from ros.nodes import new_domain_id
     from ros.training import play_on_seeds
 
-    robot = write_urdf_arm(tmp_path / "robot", gripper=True)
-    result = train(build_invocation(["task=reach", f"robot={robot}", "seed=0", f"log_root={tmp_path / 'logs'}",
-                                     "progress=false"]))
-    success = result.evaluation.success_rate
-    print(f"\n[reach] gripper arm, defaults: success {success:.3f} over {result.evaluation.num_episodes} play episodes "
-          f"after {result.iterations} iterations, {result.env_steps} env steps ({result.wall_s:.0f} s of training), "
-          f"stopped by {result.stopped_by}")
-    assert result.stopped_by == "stop_at" and result.iterations < result.plan.total_iterations
+    result = gripper_arm_reach_run
+    run_dir, robot, success = Path(result["run_dir"]), Path(result["robot"]), result["success_rate"]
+    print(f"\n[reach] gripper arm, defaults: success {success:.3f} over {result['eval_episodes']} play episodes "
+          f"after {result['iterations']} iterations, {result['env_steps']} env steps ({result['train_wall_s']:.0f} s of "
+          f"training on one core), stopped by {result['stopped_by']}")
+    assert result["stopped_by"] == "stop_at" and result["iterations"] < result["planned_iterations"]
     assert success >= 0.9
 
     export_dir = tmp_path / "exported"
-    assert export.run(build_invocation([f"run_dir={result.run_dir}", f"export.out_dir={export_dir}"], play=True)) == 0
+    assert export.run(build_invocation([f"run_dir={run_dir}", f"export.out_dir={export_dir}"], play=True)) == 0
     manifest = load_manifest(export_dir)
     assert manifest.task == "reach" and tuple(manifest.joint_names) == URDF_JOINTS
     assert manifest.held_joints.names == ("finger_left",)
 
-    inv = build_invocation([f"run_dir={result.run_dir}"], play=True)
+    inv = build_invocation([f"run_dir={run_dir}"], play=True)
     inv.task.num_envs = 1
     env, runner, _, _ = load_trained(inv)
     env.close()
