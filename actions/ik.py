@@ -19,45 +19,62 @@ from batonlab.utils.quaternions import quat_to_matrix as quat_matrices
 
 class TorchChain:
     """`KinematicChain` batched in torch: every method takes joint positions q (N, n) [rad]; base frame.
-    Computed in float64 (the robot's numpy twin agrees to 1e-5 also for steps of several radians), returned as q's dtype."""
+    Computed in float64 (the robot's numpy twin agrees to 1e-5 also for steps of several radians), returned as q's dtype.
+
+    The chain is folded once into one fixed 4 × 4 transform before each hinge and one after the last
+    (`KinematicChain`'s bodies without a hinge merged into them); a hinge turns about its axis through its
+    anchor, both fixed in its body, so each evaluation is one batched Rodrigues for every hinge and one
+    4 × 4 product per hinge, whatever the chain's fixed bodies."""
 
     def __init__(self, chain: KinematicChain, device: torch.device | str = "cpu"):
         def tensor(values):
             return torch.as_tensor(values, dtype=torch.float64, device=device)
 
+        def transform(pos, rot):
+            matrix = torch.eye(4, dtype=torch.float64, device=device)
+            matrix[:3, :3], matrix[:3, 3] = rot, pos
+            return matrix
+
         self.chain = chain
-        self.link_pos = [tensor(k.pos) for k in chain.links]
-        self.link_rot = [tensor(quat_to_matrix(k.quat)) for k in chain.links]
-        self.link_axis = [tensor(k.axis) if k.joint is not None else None for k in chain.links]
-        self.link_anchor = [tensor(k.anchor) for k in chain.links]
-        self.tip_pos = tensor(chain.tip_pos)
-        self.tip_rot = tensor(quat_to_matrix(chain.tip_quat))
+        before, fixed = [], torch.eye(4, dtype=torch.float64, device=device)
+        axes, anchors = [], []
+        for link in chain.links:
+            fixed = fixed @ transform(tensor(link.pos), tensor(quat_to_matrix(link.quat)))
+            if link.joint is not None:
+                before.append(fixed)
+                axes.append(tensor(link.axis))
+                anchors.append(tensor(link.anchor))
+                fixed = torch.eye(4, dtype=torch.float64, device=device)
+        self.before = torch.stack(before)  # (n, 4, 4): each hinge's body in the previous hinge's turned body
+        self.after = fixed @ transform(tensor(chain.tip_pos), tensor(quat_to_matrix(chain.tip_quat)))  # tool frame
+        self.axes, self.anchors = torch.stack(axes), torch.stack(anchors)  # (n, 3) in each hinge's body
+        x, y, z = self.axes.unbind(-1)
+        zero = torch.zeros_like(x)
+        self.skew = torch.stack([zero, -z, y, z, zero, -x, -y, x, zero], -1).view(-1, 3, 3)
+        self.skew_squared = self.skew @ self.skew
 
     def jacobian(self, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(tool position (N, 3) [m], tool rotation (N, 3, 3), Jacobian (N, 6, n): linear rows then angular)."""
         dtype, q = q.dtype, q.double()
-        num = q.shape[0]
-        rot = torch.eye(3, dtype=q.dtype, device=q.device).expand(num, 3, 3)
-        pos = torch.zeros(num, 3, dtype=q.dtype, device=q.device)
-        anchors, axes = [], []
-        index = 0
-        for link_pos, link_rot, axis, anchor in zip(self.link_pos, self.link_rot, self.link_axis, self.link_anchor):
-            pos = pos + rot @ link_pos
-            rot = rot @ link_rot
-            if axis is None:
-                continue
-            anchor_b = pos + rot @ anchor
-            axis_b = rot @ axis
-            turn = axis_angle_matrices(axis_b, q[:, index])
-            pos = anchor_b + (turn @ (pos - anchor_b).unsqueeze(-1)).squeeze(-1)
-            rot = turn @ rot
-            anchors.append(anchor_b)
-            axes.append(axis_b)
-            index += 1
-        tip = pos + rot @ self.tip_pos
-        anchors, axes = torch.stack(anchors, 2), torch.stack(axes, 2)  # (N, 3, n)
-        linear = torch.linalg.cross(axes, tip.unsqueeze(-1) - anchors, dim=1)
-        return tip.to(dtype), (rot @ self.tip_rot).to(dtype), torch.cat([linear, axes], 1).to(dtype)
+        num, count = q.shape
+        angle = q.view(num, count, 1, 1)
+        turn = torch.eye(3, dtype=q.dtype, device=q.device) + angle.sin() * self.skew + (1.0 - angle.cos()) * self.skew_squared
+        hinge = torch.zeros(num, count, 4, 4, dtype=q.dtype, device=q.device)
+        hinge[..., :3, :3] = turn
+        hinge[..., :3, 3] = self.anchors - (turn @ self.anchors.unsqueeze(-1)).squeeze(-1)  # turn about the anchor
+        hinge[..., 3, 3] = 1.0
+        steps = self.before @ hinge  # (N, n, 4, 4)
+        frames = [steps[:, 0]]
+        for k in range(1, count):
+            frames.append(frames[-1] @ steps[:, k])
+        frames = torch.stack(frames, 1)  # each hinge's turned body in the base frame
+        axes = (frames[..., :3, :3] @ self.axes.unsqueeze(-1)).squeeze(-1)  # (N, n, 3): a hinge's own turn
+        anchors = (frames[..., :3, :3] @ self.anchors.unsqueeze(-1)).squeeze(-1) + frames[..., :3, 3]  # keeps both
+        tool = frames[:, -1] @ self.after
+        tip = tool[:, :3, 3]
+        linear = torch.linalg.cross(axes, tip.unsqueeze(1) - anchors, dim=2)
+        jac = torch.cat([linear, axes], 2).transpose(1, 2)
+        return tip.to(dtype), tool[:, :3, :3].to(dtype), jac.to(dtype)
 
     def dls_step(self, q: torch.Tensor, target_pos: torch.Tensor, damping: float, target_rot: torch.Tensor | None = None,
                  rot_weight: float = 1.0) -> torch.Tensor:

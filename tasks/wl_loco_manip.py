@@ -75,8 +75,8 @@ IK_DAMPING = 0.05
 IK_RESIDUAL_SCALE = 0.25
 """Residual joint offset per unit action on top of the IK step [rad] (a first value, not tuned yet)."""
 
-IK_ORIENTATION_WEIGHT = 0.1
-"""Metres per radian of tool orientation error in the pose task's IK step (a first value, not tuned yet)."""
+IK_ORIENTATION_WEIGHT = 0.3
+"""Metres per radian of tool orientation error in the pose task's IK step (0.3 over 0.1: docs/LOCO_MANIP.md)."""
 
 EE_QUAT_SENSOR = "ee_quat_b"
 """Tool orientation in the arm base frame (w, x, y, z)."""
