@@ -225,14 +225,18 @@ def test_a_full_disk_while_recording_is_one_line_naming_the_bag(trained, tmp_pat
         _one_line_error(result, str(disk / "bags"), "No space left on device")
 
 
+def _writing_commands(trained: Path, log_root: Path, export_dir: Path, bags: Path) -> list[tuple[str, ...]]:
+    """`batonlab train`, `export` and `play record=` of `trained`, writing to the given places."""
+    return [("train", "max_iterations=1", f"log_root={log_root}", *TINY),
+            ("export", f"run_dir={trained}", f"export.out_dir={export_dir}"),
+            ("play", f"run_dir={trained}", f"record={bags}", "play.num_episodes=1", "play.video=false", "progress=false")]
+
+
 def test_read_only_folders_and_files_in_the_way_are_one_line_naming_the_path(trained, tmp_path):
     in_the_way = tmp_path / "a_file"
     in_the_way.write_text("not a folder")
-    train, export, recorded = batonlab_at_once(
-        ("train", "max_iterations=1", f"log_root={in_the_way}", *TINY),
-        ("export", f"run_dir={trained}", f"export.out_dir={in_the_way}"),
-        ("play", f"run_dir={trained}", f"record={tmp_path / 'bags'}", "play.num_episodes=1", "play.video=false",
-         "progress=false"), cwd=tmp_path)
+    train, export, recorded = batonlab_at_once(*_writing_commands(trained, in_the_way, in_the_way, tmp_path / "bags"),
+                                               cwd=tmp_path)
     _one_line_error(train, str(in_the_way), "is a file, not a folder")
     _one_line_error(export, str(in_the_way), "is a file, not a folder")
     assert recorded.returncode == 0, recorded.stderr
@@ -240,10 +244,7 @@ def test_read_only_folders_and_files_in_the_way_are_one_line_naming_the_path(tra
     with _tmpfs(tmp_path / "ro", size="1m", read_only=True) as read_only:
         bag_export, train, export, play = batonlab_at_once(
             ("bag", "export", str(bag), "--csv", str(in_the_way)),
-            ("train", "max_iterations=1", f"log_root={read_only}", *TINY),
-            ("export", f"run_dir={trained}", f"export.out_dir={read_only / 'exported'}"),
-            ("play", f"run_dir={trained}", f"record={read_only / 'bags'}", "play.num_episodes=1", "play.video=false",
-             "progress=false"), cwd=tmp_path)
+            *_writing_commands(trained, read_only, read_only / "exported", read_only / "bags"), cwd=tmp_path)
         _one_line_error(bag_export, str(in_the_way), "is a file, not a folder")
         _one_line_error(train, str(read_only), "Read-only file system")
         _one_line_error(export, str(read_only), "Read-only file system")
