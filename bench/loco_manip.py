@@ -98,6 +98,8 @@ class VariantResult:
     """`--label` of the run: names a setting trained with `--override`s (e.g. an IK gain)."""
     overrides: list[str] = field(default_factory=list)
     """The `--override`s the run trained and was tested with."""
+    env_steps: int = 0
+    """The training budget: envs × steps per env per iteration × iterations."""
 
     @property
     def display_name(self) -> str:
@@ -105,9 +107,9 @@ class VariantResult:
         return f"{self.name} [{self.label}]" if self.label else self.name
 
     @property
-    def key(self) -> tuple[str, str, int, str]:
-        """(variant, arm, seed, label): what `--resume` matches."""
-        return self.name, self.arm, self.seed, self.label
+    def key(self) -> tuple[str, str, int, str, int]:
+        """(variant, arm, seed, label, env steps): what `--resume` matches."""
+        return self.name, self.arm, self.seed, self.label, self.env_steps
 
     def train_violation_rate(self, cost: str, last: int | None = TRAIN_WINDOW) -> float:
         """Fraction of steps in violation over the last `last` training iterations (None: all of them;
@@ -307,7 +309,7 @@ def main() -> None:
           f"iterations = {steps / 1e6:.2f}M env steps each; test: {args.eval_episodes} episodes of the final task")
     for seed in args.seeds:
         for name, arm in [(n, a) for n in args.variants for a in args.arms]:
-            if (name, arm, seed, args.label) in done:
+            if (name, arm, seed, args.label, steps) in done:
                 print(f"[loco_manip] {name} ({arm} arm) seed {seed}: in {results_path}, kept")
                 continue
             task = ARM_TASKS[arm]
@@ -315,7 +317,7 @@ def main() -> None:
                                              args.override)
             scores = test(policy, task, seed, args.eval_episodes, args.override)
             results.append(VariantResult(name, seed, train_time_s=seconds, history=history, arm=arm, label=args.label,
-                                         overrides=list(args.override), **scores))
+                                         overrides=list(args.override), env_steps=steps, **scores))
             print(f"[loco_manip] {name} ({arm} arm) seed {seed}: trained in {seconds:.0f} s; ee error {scores['ee_error']:.3f} m, "
                   f"(settled {scores['settled_ee_error']:.3f}, stowed arm {scores['stowed_ee_error']:.3f}; "
                   f"orientation {scores['settled_orient_error']:.3f} rad), "
