@@ -5,4 +5,5 @@ Installed as `batonlab.actions`; each module holds one family of terms, all re-e
 
 from batonlab.actions.joint import JointAction, JointEffortAction, JointPositionAction, JointVelocityAction
 from batonlab.actions.ik import IKResidualAction, TorchChain
+from batonlab.actions.command_layer import ScriptedWholeBodyAction, WholeBodyCommandAction, WholeBodyPolicyAction
 from batonlab.actions.tool_step import ToolStepAction

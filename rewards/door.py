@@ -24,3 +24,10 @@ def door_open_progress(env, joint: str, angle: float) -> torch.Tensor:
 def door_opened(env, joint: str, angle: float) -> torch.Tensor:
     """True where the door is open at least `angle` [rad] (the success of `arm_door`)."""
     return joint_angle(env, joint) >= angle
+
+
+def door_opened_in_hand(env, joint: str, angle: float, handle_sensor: str, ee_sensor: str, radius: float) -> torch.Tensor:
+    """True where the door is open at least `angle` [rad] with the tool point within `radius` [m] of the handle (the door
+    was pulled open, not knocked open and let go)."""
+    held = sensor_offset(env, handle_sensor, ee_sensor).norm(dim=1) < radius
+    return door_opened(env, joint, angle) & held

@@ -46,3 +46,7 @@ class OnnxPolicy:
         """(obs_dim,) float32 → (action_dim,) float32 raw action."""
         self._batch[0] = obs
         return self.session.run([self.output_name], {self.input_name: self._batch})[0][0]
+
+    def batch(self, obs: np.ndarray) -> np.ndarray:
+        """(N, obs_dim) float32 → (N, action_dim) float32 raw actions (a simulated fleet, one call)."""
+        return self.session.run([self.output_name], {self.input_name: obs})[0]

@@ -29,6 +29,9 @@ BASE_BODY = "base"
 WHEEL_RADIUS = 0.10
 """Radius of the wheels' collision spheres [m]."""
 
+HALF_TRACK = 0.215
+"""Half the distance between the wheels' ground contacts [m] (a differential drive's lever for the yaw rate)."""
+
 NOMINAL_BASE_HEIGHT = 0.463
 """Torso height above flat ground in the `home` pose [m]."""
 

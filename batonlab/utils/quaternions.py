@@ -96,3 +96,22 @@ def quat_to_matrix(q: torch.Tensor) -> torch.Tensor:
         2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
         2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y),
     ], dim=-1).reshape(*q.shape[:-1], 3, 3)
+
+
+def quat_from_rotation_vector(vectors: torch.Tensor) -> torch.Tensor:
+    """Unit quaternions (..., 4) (w, x, y, z) of rotation vectors (..., 3) (axis times angle [rad])."""
+    angle = torch.linalg.vector_norm(vectors, dim=-1, keepdim=True)
+    half = 0.5 * angle
+    # sin(θ/2)/θ, with its limit 1/2 at θ = 0.
+    factor = torch.where(angle > 1e-6, torch.sin(half) / angle.clamp_min(1e-12), 0.5 - angle * angle / 48.0)
+    return torch.cat([torch.cos(half), vectors * factor], dim=-1)
+
+
+def rotation_vector_from_quat(q: torch.Tensor) -> torch.Tensor:
+    """Rotation vectors (..., 3) [rad], angle in [0, π], of unit quaternions q (..., 4) (the inverse of
+    `quat_from_rotation_vector`; q and -q give the same vector)."""
+    q = quat_canonical(q)
+    sin_half = torch.linalg.vector_norm(q[..., 1:], dim=-1, keepdim=True)
+    angle = 2.0 * torch.atan2(sin_half, q[..., :1])
+    factor = torch.where(sin_half > 1e-6, angle / sin_half.clamp_min(1e-12), 2.0 / q[..., :1].clamp_min(1e-12))
+    return q[..., 1:] * factor

@@ -1,0 +1,217 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The upper level of a hierarchy: the policy's actions are commands (base speed and yaw rate, tool pose) that a
+lower level turns into joint targets at every control step.
+
+Both lower levels take the same commands, so one upper policy or scripted expert runs on either:
+- `WholeBodyPolicyAction`: a frozen whole-body policy (`wl_loco_manip_pose`) from its export folder, the ONNX file and
+  manifest the robot runs, fed by its own observation group computed as in its training;
+- `ScriptedWholeBodyAction`: simulation only, from exact state: legs at their default pose, wheels at the speeds of a
+  differential drive, the arm at a damped least-squares solution of the tool pose. It does not balance the base: it
+  runs with a privilege that holds the torso upright (`batonlab.privileges.BaseSupport`), so that an expert can show a
+  task solvable without a trained lower level.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from batonlab.actions.ik import TorchChain
+from batonlab.actions.joint import JointPositionAction, JointVelocityAction
+from batonlab.deploy.manifest import load_manifest
+from batonlab.deploy.policy import OnnxPolicy
+from batonlab.env.actions import ActionManager, ActionTerm
+from batonlab.env.cfg import ActionTermCfg, ObsGroupCfg
+from batonlab.env.observations import ObservationManager
+from batonlab.robots.kinematics import chain_from_model
+from batonlab.utils.quaternions import (quat_canonical, quat_from_rotation_vector, quat_mul, quat_to_matrix,
+                                        rotation_vector_from_quat)
+
+COMMAND_ACTION_FIELDS = ("lin_vel_x", "ang_vel_z", "x", "y", "z", "rot_x", "rot_y", "rot_z")
+"""The upper policy's actions, each in [-1, 1]: base speed, yaw rate, the tool position around the stowed one, and the
+tool's turn from the stowed orientation as a rotation vector in the arm base frame (pose commands only)."""
+
+
+class WholeBodyCommandAction(ActionTerm):
+    """Base of the command layers: actions (num_envs, 5 or 8) in [-1, 1] → held `base_command` and `ee_command`.
+
+    `lin_vel_x = speed_scale · a0` [m/s], `ang_vel_z = yaw_rate_scale · a1` [rad/s], tool position = stowed +
+    `position_scale · a2:5` [m, arm base frame], tool orientation = exp(`orientation_scale · a5:8`) ⊗ stowed [rad].
+
+    `cfg.params`: `base_command`, `ee_command` (command names), `orientation` (the ee command is a pose; default True),
+    `speed_scale` (1.0), `yaw_rate_scale` (1.0), `position_scale` (0.6), `orientation_scale` (1.5).
+    """
+
+    action_type = "whole_body_commands"
+
+    def __init__(self, env, cfg: ActionTermCfg):
+        self.env, self.cfg = env, cfg
+        params = cfg.params
+        self.base_command, self.ee_command = params.get("base_command", "base_velocity"), params.get("ee_command", "ee_target")
+        self.orientation = bool(params.get("orientation", True))
+        self.speed_scale = float(params.get("speed_scale", 1.0))
+        self.yaw_rate_scale = float(params.get("yaw_rate_scale", 1.0))
+        self.position_scale = float(params.get("position_scale", 0.6))
+        self.orientation_scale = float(params.get("orientation_scale", 1.5))
+        self.raw_actions = torch.zeros(env.num_envs, self.action_dim, device=env.device)
+
+    @property
+    def action_dim(self) -> int:
+        """8 with a pose command (speed, yaw rate, position, rotation vector), 5 with a position command."""
+        return 8 if self.orientation else 5
+
+    def stowed_pose(self) -> torch.Tensor:
+        """The ee command's stowed value (dim,): what zero actions hold the tool at."""
+        return self.env.command_manager.terms[self.ee_command].stowed_command
+
+    def commands(self, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(base velocity (num_envs, 2) [m/s, rad/s], ee command (num_envs, 3 or 7)) of actions (num_envs, action_dim)."""
+        a = actions.clamp(-1.0, 1.0)
+        velocity = torch.stack([self.speed_scale * a[:, 0], self.yaw_rate_scale * a[:, 1]], dim=1)
+        stowed = self.stowed_pose()
+        position = stowed[:3] + self.position_scale * a[:, 2:5]
+        if not self.orientation:
+            return velocity, position
+        turn = quat_from_rotation_vector(self.orientation_scale * a[:, 5:8])
+        quat = quat_canonical(quat_mul(turn, stowed[3:].expand_as(turn)))
+        return velocity, torch.cat([position, quat], dim=1)
+
+    def actions_for(self, velocity: torch.Tensor, ee_command: torch.Tensor) -> torch.Tensor:
+        """The actions (num_envs, action_dim) that command `velocity` (num_envs, 2) and `ee_command` (num_envs, 3 or 7):
+        the inverse of `commands` inside its range (scripted experts think in commands)."""
+        stowed = self.stowed_pose()
+        parts = [velocity[:, :1] / self.speed_scale, velocity[:, 1:2] / self.yaw_rate_scale,
+                 (ee_command[:, :3] - stowed[:3]) / self.position_scale]
+        if self.orientation:
+            inverse_stowed = stowed[3:] * torch.tensor([1.0, -1.0, -1.0, -1.0], device=stowed.device)
+            turn = quat_mul(ee_command[:, 3:7], inverse_stowed.expand(len(ee_command), 4))
+            parts.append(rotation_vector_from_quat(turn) / self.orientation_scale)
+        return torch.cat(parts, dim=1).clamp(-1.0, 1.0)
+
+    def process(self, actions: torch.Tensor) -> None:
+        """Hold the commands of `actions` (num_envs, action_dim), then let the lower level act on them."""
+        self.raw_actions[:] = actions
+        velocity, ee = self.commands(actions)
+        terms = self.env.command_manager.terms
+        base = terms[self.base_command]
+        base.hold(torch.cat([velocity, base.command[:, 2:]], dim=1))
+        terms[self.ee_command].hold(ee)
+        self.drive()
+
+    def drive(self) -> None:
+        """Compute the lower level's joint targets for the held commands."""
+        raise NotImplementedError
+
+    def saturation_bounds(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every action is clipped to [-1, 1]."""
+        ones = torch.ones(self.action_dim, device=self.env.device)
+        return -ones, ones
+
+
+class _LowerLevelView:
+    """The env as the lower level sees it: its own action manager (whose `action` its `last_action` reads), the env's
+    scene, sensors and commands."""
+
+    def __init__(self, env):
+        self._env = env
+        self.action_manager: ActionManager | None = None
+
+    def __getattr__(self, name):
+        return getattr(self._env, name)
+
+
+class WholeBodyPolicyAction(WholeBodyCommandAction):
+    """Commands executed by a frozen whole-body policy: its ONNX file and manifest (`params["export"]`, a folder written
+    by `batonlab export`), its action terms (`params["actions"]`) and its observation group (`params["observations"]`)
+    as its task defines them; the manifest must match both (joints and observation terms, in order)."""
+
+    def __init__(self, env, cfg: ActionTermCfg):
+        super().__init__(env, cfg)
+        export = cfg.params.get("export")
+        if not export:
+            raise ValueError("WholeBodyPolicyAction needs the export folder of a trained whole-body policy: "
+                             "env.actions.<term>.params.export=RUN_DIR/exported (`batonlab export run_dir=RUN_DIR`)")
+        self.manifest = load_manifest(export)
+        self.policy = OnnxPolicy(self.manifest)
+        self.view = _LowerLevelView(env)
+        self.lower = ActionManager(self.view, dict(cfg.params["actions"]))
+        self.view.action_manager = self.lower
+        joints = tuple(j for t in self.lower.terms.values() for j in t.joint_names)
+        if joints != self.manifest.joints.names:
+            raise ValueError(f"the whole-body policy in {export} drives joints {list(self.manifest.joints.names)}; "
+                             f"this task's lower level drives {list(joints)}")
+        self.joint_names = list(joints)
+        self.obs_group: ObsGroupCfg = cfg.params["observations"]
+        self.observations: ObservationManager | None = None
+        """The lower level's observation group, built at the first step (its terms read the env's commands)."""
+
+    def drive(self) -> None:
+        """Observe as the whole-body policy was trained to, run it (batched ONNX), hand its actions to its terms."""
+        if self.observations is None:
+            self.observations = ObservationManager(self.view, {"policy": self.obs_group})
+            ours = [(t.name, t.width) for t in self.observations.layout["policy"]]
+            theirs = [(t.name, t.width) for t in self.manifest.obs_terms]
+            if ours != theirs:
+                raise ValueError(f"the whole-body policy reads observation terms {theirs}; this task's lower level "
+                                 f"computes {ours}")
+        obs = self.observations.compute()["policy"]
+        actions = self.policy.batch(obs.detach().cpu().numpy().astype(np.float32))
+        self.lower.process(torch.as_tensor(actions, device=self.env.device))
+
+    def apply(self, ctrl: torch.Tensor) -> None:
+        """The whole-body policy's terms write their controls."""
+        self.lower.apply(ctrl)
+
+    def reset(self, env_ids: torch.Tensor) -> None:
+        """Clear the lower level's actions and observation state of the envs that reset."""
+        self.lower.reset(env_ids)
+        if self.observations is not None:
+            self.observations.reset(env_ids)
+
+
+class ScriptedWholeBodyAction(WholeBodyCommandAction):
+    """Commands executed from exact state (simulation only; with `BaseSupport` holding the torso upright): legs at their
+    default pose, wheels at `(v ∓ ω · half_track) / wheel_radius`, the arm at `iterations` DLS steps toward the tool
+    command from where it is.
+
+    `cfg.params` (besides `WholeBodyCommandAction`'s): `legs`, `wheels` (left then right), `arm` (joint names),
+    `wheel_radius`, `half_track` [m], `base`, `site` (the arm's chain), `damping` [m], `orientation_weight` [m/rad],
+    `iterations`.
+    """
+
+    def __init__(self, env, cfg: ActionTermCfg):
+        super().__init__(env, cfg)
+        p = cfg.params
+        if len(p["wheels"]) != 2:
+            raise ValueError(f"ScriptedWholeBodyAction drives two wheels (left, right), got {list(p['wheels'])}")
+        self.legs = JointPositionAction(env, ActionTermCfg(cls=JointPositionAction, joints=tuple(p["legs"])))
+        self.wheels = JointVelocityAction(env, ActionTermCfg(cls=JointVelocityAction, joints=tuple(p["wheels"]),
+                                                             use_default_offset=False))
+        self.arm = JointPositionAction(env, ActionTermCfg(cls=JointPositionAction, joints=tuple(p["arm"]),
+                                                          use_default_offset=False))
+        self.joint_names = [*self.legs.joint_names, *self.wheels.joint_names, *self.arm.joint_names]
+        self.chain = TorchChain(chain_from_model(env.scene.model, p["base"], p["site"], tuple(p["arm"])), env.device)
+        self.wheel_radius, self.half_track = float(p["wheel_radius"]), float(p["half_track"])
+        self.damping, self.iterations = float(p.get("damping", 0.05)), int(p.get("iterations", 5))
+        self.orientation_weight = float(p.get("orientation_weight", 0.3))
+        low, high = env.scene.model.jnt_range[env.scene.joint_ids(tuple(p["arm"]))].T
+        self.low = torch.as_tensor(low, dtype=torch.float32, device=env.device)
+        self.high = torch.as_tensor(high, dtype=torch.float32, device=env.device)
+
+    def drive(self) -> None:
+        """Legs at default, wheels from the speed and yaw rate, the arm toward the tool command."""
+        num = self.env.num_envs
+        self.legs.process(torch.zeros(num, len(self.legs.joint_names), device=self.env.device))
+        velocity = self.env.command_manager.command(self.base_command)
+        turn = velocity[:, 1:2] * self.half_track * torch.tensor([-1.0, 1.0], device=self.env.device)
+        self.wheels.process((velocity[:, :1] + turn) / self.wheel_radius)
+        target = self.env.command_manager.command(self.ee_command)
+        rot = quat_to_matrix(target[:, 3:7]) if self.orientation else None
+        q = self.env.sim.qpos.index_select(1, self.arm.qpos_adr)
+        self.arm.process(self.chain.dls_solve(q, target[:, :3], self.damping, rot, self.orientation_weight,
+                                              self.iterations, self.low, self.high))
+
+    def apply(self, ctrl: torch.Tensor) -> None:
+        """Legs, wheels and arm write their targets."""
+        for term in (self.legs, self.wheels, self.arm):
+            term.apply(ctrl)

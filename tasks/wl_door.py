@@ -1,0 +1,181 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""`wl_door`: the wheel-legged robot with arm6 drives to a latched, spring-closed door, takes its lever handle, presses
+it down and pulls the door open past 60° while backing away. Success: the door at 60° or more with the tool point still
+at the handle (pulled open, not knocked open).
+
+The policy is the upper level of a hierarchy: its actions are commands (base speed and yaw rate, tool pose; see
+`batonlab.actions.command_layer`) and the gripper. The whole-body policy of `wl_loco_manip_pose`, frozen, executes the
+commands: `env.actions.commands.params.export=RUN/exported` names its export folder. `wl_door_scripted` executes them
+from exact state instead, with the torso held upright by a privilege (λ = 1): the scripted expert's variant, which
+shows the task solvable without a trained lower level.
+
+The door (`assets/door`, 0.35 × 0.45 m) stands on a 0.15 m plinth 1 m ahead of the robot, facing it, its handle at
+0.40 m, level with the arm's reach below the shoulder; it opens toward the robot. The door's pose, width, panel mass,
+spring, damping and friction, and the handle's friction and spring are drawn per episode.
+
+Observation groups:
+- `policy` (deployable): the base's angular velocity and gravity direction, the tool pose and gripper opening, the
+  handle position in the arm base frame and the door and handle angles (as perception reports them: noisy, late),
+  the last action;
+- `privileged` (simulation only): the exact door state, the tool-to-handle vector, what the randomisation drew.
+"""
+
+from __future__ import annotations
+
+import mujoco
+
+from batonlab import events, observations
+from batonlab.actions import JointPositionAction, ScriptedWholeBodyAction, WholeBodyPolicyAction
+from batonlab.env.cfg import (ActionTermCfg, EventTermCfg, ObsGroupCfg, ObsTermCfg, PrivilegeTermCfg, RewardTermCfg,
+                              TaskCfg, TermCfg)
+from batonlab.privileges import BaseSupport
+from batonlab.rewards import door, regularizers
+from batonlab.rl.cfg import RunnerCfg
+from batonlab.robots import door as door_asset
+from batonlab.robots import wheel_legged as wl
+from batonlab.robots.arm6 import ARM_JOINTS, EE_SITE, GRIPPER_JOINT
+from batonlab.tasks import register
+from batonlab.tasks.agents import ppo_agent_cfg
+from batonlab.tasks.mobile_robot import COMMAND
+from batonlab.tasks.wl_loco_manip import (EE_COMMAND, EE_POSE, EE_QUAT_SENSOR, EE_SENSOR, IK_DAMPING,
+                                          IK_ORIENTATION_WEIGHT, make_loco_manip_scene_spec,
+                                          make_wl_loco_manip_pose_cfg)
+
+OPEN_ANGLE = 1.047
+"""Door angle that counts as open (60°) [rad]."""
+
+PLINTH_HEIGHT = 0.15
+"""The door stands this high above the floor [m] (its handle at 0.40 m)."""
+
+DOOR_POS = (1.0, 0.0, PLINTH_HEIGHT)
+"""Nominal origin of the door (bottom centre of its opening) [m, world]; it faces the robot (turned by π), so that it
+opens toward it, its hinge at y = -0.175 and its handle at ~(0.94, -0.065, 0.40)."""
+
+HOLD_RADIUS = 0.06
+"""The tool point counts as at the handle within this distance [m]."""
+
+WHOLE_BODY_TASK = "wl_loco_manip_pose"
+"""The task whose trained whole-body policy executes the commands."""
+
+SCRIPTED_GAIN_SCALE = (8.0, 8.0)
+"""`wl_door_scripted` multiplies the legs' and wheels' servo gains by this (drawn from the range) [-]."""
+
+ITERATIONS = 300
+"""The upper policy's training budget."""
+
+
+def make_wl_door_scene_spec() -> mujoco.MjSpec:
+    """The wheel-legged robot with arm6 and the door on its plinth, ahead of the robot and facing it."""
+    spec = make_loco_manip_scene_spec()
+    spec.modelname = "wl_door"
+    mount = door_asset.add_door_mount(spec, pos=DOOR_POS, quat=(0.0, 0.0, 0.0, 1.0))
+    door_asset.attach_door(spec, mount, latch=True, base_site="arm_base_site")
+    # The plinth is drawn only: the door's frame is fixed in space, and nothing drives under it.
+    spec.worldbody.add_geom(name="door_plinth", type=mujoco.mjtGeom.mjGEOM_BOX, contype=0, conaffinity=0, group=1,
+                            size=[0.06, 0.3, PLINTH_HEIGHT / 2], pos=[DOOR_POS[0] + 0.03, 0.0, PLINTH_HEIGHT / 2],
+                            rgba=[0.55, 0.55, 0.6, 1.0])
+    return spec
+
+
+def whole_body_policy_action(export: str | None = None) -> ActionTermCfg:
+    """The commands, executed by the frozen whole-body policy of `WHOLE_BODY_TASK` (its `export` folder)."""
+    lower = make_wl_loco_manip_pose_cfg(play=True)
+    return ActionTermCfg(cls=WholeBodyPolicyAction, joints=(), params={
+        "export": export, "base_command": COMMAND, "ee_command": EE_COMMAND,
+        "actions": lower.actions, "observations": lower.observations["policy"]})
+
+
+def scripted_whole_body_action() -> ActionTermCfg:
+    """The commands, executed from exact state (with `BaseSupport`)."""
+    return ActionTermCfg(cls=ScriptedWholeBodyAction, joints=(), params={
+        "base_command": COMMAND, "ee_command": EE_COMMAND, "legs": wl.LEG_JOINTS, "wheels": wl.WHEEL_JOINTS,
+        "arm": ARM_JOINTS, "wheel_radius": wl.WHEEL_RADIUS, "half_track": wl.HALF_TRACK, "base": "arm_base",
+        "site": EE_SITE, "damping": IK_DAMPING, "orientation_weight": IK_ORIENTATION_WEIGHT, "iterations": 5})
+
+
+def door_policy_observations(play: bool) -> ObsGroupCfg:
+    """The upper policy's deployable group (noisy and late in training, clean in `play`)."""
+    late = {"noise_std": 0.0 if play else 0.005, "delay_range_steps": (0, 0) if play else (0, 2)}
+    return ObsGroupCfg(terms={
+        "base_ang_vel": ObsTermCfg(func=observations.sensor, params={"name": "imu_gyro"}, noise_std=0.05, scale=0.25),
+        "gravity": ObsTermCfg(func=observations.projected_gravity, params={"sensor": "imu_quat"}, noise_std=0.02),
+        "ee_pose": ObsTermCfg(func=observations.sensor_pose, noise_std=0.005,
+                              params={"name": EE_POSE, "position": EE_SENSOR, "orientation": EE_QUAT_SENSOR}),
+        "gripper": ObsTermCfg(func=observations.joint_pos_rel, params={"joints": (GRIPPER_JOINT,)}, noise_std=0.001),
+        "handle_pos": ObsTermCfg(func=observations.sensor, params={"name": door_asset.HANDLE_POS_B_SENSOR}, **late),
+        "door_angle": ObsTermCfg(func=observations.sensor, params={"name": door_asset.ANGLE_SENSOR},
+                                 **{**late, "noise_std": 4 * late["noise_std"]}),
+        "handle_angle": ObsTermCfg(func=observations.sensor, params={"name": door_asset.HANDLE_ANGLE_SENSOR},
+                                   **{**late, "noise_std": 4 * late["noise_std"]}),
+        "last_action": ObsTermCfg(func=observations.last_action),
+    }, enable_corruption=not play)
+
+
+def make_wl_door_cfg(play: bool = False, export: str | None = None, scripted: bool = False) -> TaskCfg:
+    cfg = make_wl_loco_manip_pose_cfg(play=True)  # scene sensors, commands, costs, terminations; no curricula
+    cfg.scene.build = make_wl_door_scene_spec
+    cfg.num_envs = 16 if play else 512
+    cfg.episode_length_s = 15.0
+    commands = scripted_whole_body_action() if scripted else whole_body_policy_action(export)
+    cfg.actions = {"commands": commands,
+                   "gripper": ActionTermCfg(cls=JointPositionAction, joints=(GRIPPER_JOINT,), scale=0.02)}
+    cfg.deploy.held_joints = ()
+    cfg.events.pop("arm_stowed", None)
+    cfg.events.pop("push", None)
+    for command in cfg.commands.values():
+        command.resampling_time_range_s = (1e9, 1e9)  # the policy holds them
+    cfg.events["reset_base"].params["position_range"].update(x=(-0.05, 0.05), y=(-0.05, 0.05))
+    cfg.events["reset_base"].params["orientation_range"]["yaw"] = (-0.2, 0.2)
+    cfg.events["door"] = EventTermCfg(
+        func=events.RandomizeDoor, mode="reset",
+        params={"x_range": (-0.1, 0.1), "y_range": (-0.08, 0.08), "yaw_range": (-0.2, 0.2), "width_scale": (0.85, 1.0),
+                "mass_range": (0.8, 2.5), "stiffness_scale": (0.5, 1.5), "damping_scale": (0.5, 2.0),
+                "friction_scale": (0.5, 2.0), "handle_friction_range": (0.5, 1.2), "handle_stiffness_scale": (0.7, 1.3)})
+    handle = {"handle_sensor": door_asset.HANDLE_POS_W_SENSOR, "ee_sensor": "ee_pos_w"}
+    opened = {"joint": door_asset.HINGE_JOINT, "angle": OPEN_ANGLE}
+    cfg.rewards = {
+        "reach": RewardTermCfg(func=door.reach_handle_tanh, params={**handle, "std": 0.1}, weight=1.0),
+        "open": RewardTermCfg(func=door.door_open_progress, params=opened, weight=8.0),
+        "opened": RewardTermCfg(func=door.door_opened_in_hand, params={**opened, **handle, "radius": HOLD_RADIUS},
+                                weight=8.0),
+        "action_rate": RewardTermCfg(func=regularizers.action_rate_l2, weight=-0.01),
+    }
+    cfg.observations = {
+        "policy": door_policy_observations(play),
+        "privileged": ObsGroupCfg(terms={
+            "door_joint_pos": ObsTermCfg(func=observations.joint_pos_rel, params={"joints": door_asset.DOOR_JOINTS}),
+            "door_joint_vel": ObsTermCfg(func=observations.joint_vel, params={"joints": door_asset.DOOR_JOINTS}, scale=0.2),
+            "ee_to_handle": ObsTermCfg(func=observations.sensor_offset,
+                                       params={"target": door_asset.HANDLE_POS_W_SENSOR, "origin": "ee_pos_w"}),
+            "door_physics": ObsTermCfg(func=observations.door_physics, params={"event": "door"}),
+        }, privileged=True),
+    }
+    cfg.curriculum = {}
+    cfg.success = TermCfg(func=door.door_opened_in_hand, params={**opened, **handle, "radius": HOLD_RADIUS})
+    if scripted:
+        # Stiff legs and wheels (the scripted level holds the legs still, it does not move them to balance), and the
+        # torso held upright: the robot becomes a differential-drive cart carrying the arm.
+        cfg.events["actuator_gains"].params.update(joints=wl.LEG_JOINTS + wl.WHEEL_JOINTS, kp_scale_range=SCRIPTED_GAIN_SCALE,
+                                                   kd_scale_range=SCRIPTED_GAIN_SCALE, strength_range=(1.0, 1.0))
+        cfg.privileges = {"base_support": PrivilegeTermCfg(
+            func=BaseSupport, params={"body": wl.BASE_BODY, "kp": 800.0, "kd": 30.0, "max_torque": 200.0})}
+        cfg.privilege_level = 1.0
+    return cfg
+
+
+def make_wl_door_scripted_cfg(play: bool = False) -> TaskCfg:
+    """`wl_door` with the scripted lower level and the torso held upright (λ = 1, also in play)."""
+    return make_wl_door_cfg(play, scripted=True)
+
+
+def make_wl_door_agent_cfg() -> RunnerCfg:
+    """PPO over the commands; actor and critic read the deployable and the privileged groups (a teacher)."""
+    groups = ["policy", "privileged"]
+    return ppo_agent_cfg("wl_door", ITERATIONS, hidden_dims=(256, 128, 64),
+                         obs_groups={"actor": list(groups), "critic": list(groups), "student": ["policy"]}, gamma=0.99)
+
+
+register("wl_door", make_wl_door_cfg, make_wl_door_agent_cfg,
+         "wheel-legged robot with arm opens a latched door: commands to a frozen whole-body policy (export=...)")
+register("wl_door_scripted", make_wl_door_scripted_cfg, make_wl_door_agent_cfg,
+         "wl_door with a scripted lower level and the torso held upright (privileged: experts and tests)")
