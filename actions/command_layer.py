@@ -13,6 +13,8 @@ Both lower levels take the same commands, so one upper policy or scripted expert
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 
@@ -39,7 +41,7 @@ class WholeBodyCommandAction(ActionTerm):
     `position_scale · a2:5` [m, arm base frame], tool orientation = exp(`orientation_scale · a5:8`) ⊗ stowed [rad].
 
     `cfg.params`: `base_command`, `ee_command` (command names), `orientation` (the ee command is a pose; default True),
-    `speed_scale` (1.0), `yaw_rate_scale` (1.0), `position_scale` (0.6), `orientation_scale` (1.5).
+    `speed_scale` (1.0), `yaw_rate_scale` (1.0), `position_scale` (0.6), `orientation_scale` (π: every orientation).
     """
 
     action_type = "whole_body_commands"
@@ -52,7 +54,7 @@ class WholeBodyCommandAction(ActionTerm):
         self.speed_scale = float(params.get("speed_scale", 1.0))
         self.yaw_rate_scale = float(params.get("yaw_rate_scale", 1.0))
         self.position_scale = float(params.get("position_scale", 0.6))
-        self.orientation_scale = float(params.get("orientation_scale", 1.5))
+        self.orientation_scale = float(params.get("orientation_scale", math.pi))
         self.raw_actions = torch.zeros(env.num_envs, self.action_dim, device=env.device)
 
     @property
@@ -169,10 +171,17 @@ class WholeBodyPolicyAction(WholeBodyCommandAction):
             self.observations.reset(env_ids)
 
 
+SAG_GAIN = 0.1
+"""Fraction of the tool's position error added to the integrated sag each control step."""
+
+MAX_SAG = 0.08
+"""The integrated sag is kept within ±this per axis [m]."""
+
+
 class ScriptedWholeBodyAction(WholeBodyCommandAction):
     """Commands executed from exact state (simulation only; with `BaseSupport` holding the torso upright): legs at their
-    default pose, wheels at `(v ∓ ω · half_track) / wheel_radius`, the arm at `iterations` DLS steps toward the tool
-    command from where it is.
+    default pose, wheels at `(v ∓ ω · half_track) / wheel_radius`, the arm at `iterations` DLS steps from where it is
+    toward the tool command plus the integrated sag (the arm's shortfall under gravity and loads).
 
     `cfg.params` (besides `WholeBodyCommandAction`'s): `legs`, `wheels` (left then right), `arm` (joint names),
     `wheel_radius`, `half_track` [m], `base`, `site` (the arm's chain), `damping` [m], `orientation_weight` [m/rad],
@@ -197,6 +206,8 @@ class ScriptedWholeBodyAction(WholeBodyCommandAction):
         low, high = env.scene.model.jnt_range[env.scene.joint_ids(tuple(p["arm"]))].T
         self.low = torch.as_tensor(low, dtype=torch.float32, device=env.device)
         self.high = torch.as_tensor(high, dtype=torch.float32, device=env.device)
+        self.sag = torch.zeros(env.num_envs, 3, device=env.device)
+        """(num_envs, 3) the tool's integrated shortfall [m, arm base frame], added to the target of the solve."""
 
     def drive(self) -> None:
         """Legs at default, wheels from the speed and yaw rate, the arm toward the tool command."""
@@ -208,8 +219,15 @@ class ScriptedWholeBodyAction(WholeBodyCommandAction):
         target = self.env.command_manager.command(self.ee_command)
         rot = quat_to_matrix(target[:, 3:7]) if self.orientation else None
         q = self.env.sim.qpos.index_select(1, self.arm.qpos_adr)
-        self.arm.process(self.chain.dls_solve(q, target[:, :3], self.damping, rot, self.orientation_weight,
+        # The sag under gravity and loads, integrated from the measured tool point, is added to the solve's target.
+        tool = self.chain.jacobian(q)[0]
+        self.sag = (self.sag + SAG_GAIN * (target[:, :3] - tool)).clamp(-MAX_SAG, MAX_SAG)
+        self.arm.process(self.chain.dls_solve(q, target[:, :3] + self.sag, self.damping, rot, self.orientation_weight,
                                               self.iterations, self.low, self.high))
+
+    def reset(self, env_ids: torch.Tensor) -> None:
+        """A new episode starts with no sag."""
+        self.sag[env_ids] = 0.0
 
     def apply(self, ctrl: torch.Tensor) -> None:
         """Legs, wheels and arm write their targets."""

@@ -170,6 +170,14 @@ class EndEffectorTargetCommand(PositionCommand):
         self._move_marker()
         return log
 
+    def hold(self, value: torch.Tensor) -> None:
+        """Set the target to `value` (num_envs, dim) at once, no glide, and keep it until the next call."""
+        super().hold(value)
+        self.start[:] = self.command
+        self.goal[:] = self.command
+        self.phase[:] = 1.0
+        self._move_marker()
+
     def default_value(self) -> tuple[float, ...]:
         """A robot without an operator keeps its arm stowed."""
         return tuple(float(v) for v in self.stowed_position)

@@ -2,6 +2,7 @@
 """Scripted experts: controllers that solve a task from privileged state, as Distillation teachers (`teacher=expert`)."""
 
 from batonlab.experts.arm_servo import ArmPoseServo
+from batonlab.experts.door_opener import DoorOpenerExpert
 from batonlab.experts.push_grasp import PushGraspExpert
 
-__all__ = ["ArmPoseServo", "PushGraspExpert"]
+__all__ = ["ArmPoseServo", "DoorOpenerExpert", "PushGraspExpert"]

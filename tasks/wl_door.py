@@ -26,6 +26,7 @@ import mujoco
 
 from batonlab import events, observations
 from batonlab.actions import JointPositionAction, ScriptedWholeBodyAction, WholeBodyPolicyAction
+from batonlab.experts import DoorOpenerExpert
 from batonlab.env.cfg import (ActionTermCfg, EventTermCfg, ObsGroupCfg, ObsTermCfg, PrivilegeTermCfg, RewardTermCfg,
                               TaskCfg, TermCfg)
 from batonlab.privileges import BaseSupport
@@ -51,6 +52,21 @@ DOOR_POS = (1.0, 0.0, PLINTH_HEIGHT)
 """Nominal origin of the door (bottom centre of its opening) [m, world]; it faces the robot (turned by π), so that it
 opens toward it, its hinge at y = -0.175 and its handle at ~(0.94, -0.065, 0.40)."""
 
+HINGE_POS_B_SENSOR, HINGE_AXIS_B_SENSOR = "door_hinge_pos_b", "door_hinge_axis_b"
+"""The hinge's position [m] and opening axis in the arm base frame (simulation only: the expert's)."""
+
+PANEL_NORMAL_B_SENSOR = "door_panel_normal_b"
+"""The panel's front normal (toward the robot when closed) in the arm base frame (simulation only)."""
+
+LEVER_B_SENSOR = "door_lever_b"
+"""The lever's direction, from its spindle toward the hinge side, in the arm base frame (simulation only)."""
+
+GRIPPER_KP, GRIPPER_KV = 3000.0, 20.0
+"""The gripper servo's gains in this task [N/m, N·s/m]."""
+
+GRIPPER_SCALE = 0.04
+"""Finger opening per unit gripper action [m]: from the stowed (closed) gripper, +1 opens it fully (0.04 per finger)."""
+
 HOLD_RADIUS = 0.06
 """The tool point counts as at the handle within this distance [m]."""
 
@@ -70,6 +86,18 @@ def make_wl_door_scene_spec() -> mujoco.MjSpec:
     spec.modelname = "wl_door"
     mount = door_asset.add_door_mount(spec, pos=DOOR_POS, quat=(0.0, 0.0, 0.0, 1.0))
     door_asset.attach_door(spec, mount, latch=True, base_site="arm_base_site")
+    # A grip that squeezes: arm6's gripper servo (kp 300 N/m) closed on the 9 mm lever presses it with 2.7 N, which
+    # a pull slides off; this one presses with 27 N when closed on it.
+    gripper = spec.actuator("gripper")
+    gripper.gainprm[0], gripper.biasprm[1], gripper.biasprm[2] = GRIPPER_KP, -GRIPPER_KP, -GRIPPER_KV
+    site, base = mujoco.mjtObj.mjOBJ_SITE, "arm_base_site"
+    for name, kind, obj in ((HINGE_POS_B_SENSOR, mujoco.mjtSensor.mjSENS_FRAMEPOS, door_asset.HINGE_SITE),
+                            (HINGE_AXIS_B_SENSOR, mujoco.mjtSensor.mjSENS_FRAMEZAXIS, door_asset.HINGE_SITE)):
+        spec.add_sensor(name=name, type=kind, objtype=site, objname=obj, reftype=site, refname=base)
+    spec.add_sensor(name=LEVER_B_SENSOR, type=mujoco.mjtSensor.mjSENS_FRAMEYAXIS, objtype=mujoco.mjtObj.mjOBJ_XBODY,
+                    objname=door_asset.HANDLE_BODY, reftype=site, refname=base)
+    spec.add_sensor(name=PANEL_NORMAL_B_SENSOR, type=mujoco.mjtSensor.mjSENS_FRAMEXAXIS, objtype=mujoco.mjtObj.mjOBJ_XBODY,
+                    objname=door_asset.PANEL_BODY, reftype=site, refname=base)
     # The plinth is drawn only: the door's frame is fixed in space, and nothing drives under it.
     spec.worldbody.add_geom(name="door_plinth", type=mujoco.mjtGeom.mjGEOM_BOX, contype=0, conaffinity=0, group=1,
                             size=[0.06, 0.3, PLINTH_HEIGHT / 2], pos=[DOOR_POS[0] + 0.03, 0.0, PLINTH_HEIGHT / 2],
@@ -118,7 +146,7 @@ def make_wl_door_cfg(play: bool = False, export: str | None = None, scripted: bo
     cfg.episode_length_s = 15.0
     commands = scripted_whole_body_action() if scripted else whole_body_policy_action(export)
     cfg.actions = {"commands": commands,
-                   "gripper": ActionTermCfg(cls=JointPositionAction, joints=(GRIPPER_JOINT,), scale=0.02)}
+                   "gripper": ActionTermCfg(cls=JointPositionAction, joints=(GRIPPER_JOINT,), scale=GRIPPER_SCALE)}
     cfg.deploy.held_joints = ()
     cfg.events.pop("arm_stowed", None)
     cfg.events.pop("push", None)
@@ -151,6 +179,10 @@ def make_wl_door_cfg(play: bool = False, export: str | None = None, scripted: bo
         }, privileged=True),
     }
     cfg.curriculum = {}
+    cfg.expert = TermCfg(func=DoorOpenerExpert, params={"sensors": {
+        "tool": EE_SENSOR, "tool_quat": EE_QUAT_SENSOR, "handle": door_asset.HANDLE_POS_B_SENSOR, "normal": PANEL_NORMAL_B_SENSOR,
+        "lever": LEVER_B_SENSOR, "hinge": HINGE_POS_B_SENSOR, "axis": HINGE_AXIS_B_SENSOR,
+        "door_angle": door_asset.ANGLE_SENSOR, "handle_angle": door_asset.HANDLE_ANGLE_SENSOR}})
     cfg.success = TermCfg(func=door.door_opened_in_hand, params={**opened, **handle, "radius": HOLD_RADIUS})
     if scripted:
         # Stiff legs and wheels (the scripted level holds the legs still, it does not move them to balance), and the

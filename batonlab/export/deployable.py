@@ -44,6 +44,19 @@ def deployable_obs_group(env, policy) -> str:
     return groups[0]
 
 
+def check_single_level(env, task: str) -> None:
+    """Refuse a task whose policy is the upper level of a hierarchy (a command layer, `WholeBodyCommandAction`).
+
+    Raises:
+        ExportError: its actions are commands run through a frozen lower-level policy; a robot needs both levels.
+    """
+    layers = [n for n, t in env.action_manager.terms.items() if t.action_type == "whole_body_commands"]
+    if layers:
+        raise ExportError(f"task '{task}' is the upper level of a hierarchy (action term '{layers[0]}' issues commands "
+                          "to a frozen whole-body policy); exporting both levels for the robot is not supported yet: "
+                          "deploy the whole-body policy's own export")
+
+
 def deployable_action_dim(env) -> int:
     """The leading policy outputs a robot executes: every action dim but the privileged ones."""
     return env.action_manager.action_dim - env.action_manager.privileged_dim

@@ -14,7 +14,7 @@ from pathlib import Path
 import onnx
 import torch
 
-from batonlab.export.deployable import DeployableOutputs, deployable_action_dim, deployable_obs_group
+from batonlab.export.deployable import DeployableOutputs, check_single_level, deployable_action_dim, deployable_obs_group
 from batonlab.export.manifest import manifest_from_env
 from batonlab.export.writer import write_export
 from batonlab.robots.bundle import RobotBundle
@@ -59,8 +59,10 @@ def export(env, policy, out_dir: str | Path, task: str, training_config: dict | 
     terms it expects, and the manifest naming the file's sha256; `robot`'s files copied in `robot/`.
 
     Raises:
-        ExportError: The policy reads privileged (or several) observation groups: distil a student.
+        ExportError: The policy reads privileged (or several) observation groups: distil a student; or the task's
+            policy is the upper level of a hierarchy.
     """
+    check_single_level(env, task)
     obs_group = deployable_obs_group(env, policy)
     manifest = manifest_from_env(env, task, obs_group=obs_group, training_config=training_config)
     with tempfile.TemporaryDirectory() as tmp:

@@ -115,3 +115,24 @@ def rotation_vector_from_quat(q: torch.Tensor) -> torch.Tensor:
     angle = 2.0 * torch.atan2(sin_half, q[..., :1])
     factor = torch.where(sin_half > 1e-6, angle / sin_half.clamp_min(1e-12), 2.0 / q[..., :1].clamp_min(1e-12))
     return q[..., 1:] * factor
+
+
+def quat_from_matrix(rot: torch.Tensor) -> torch.Tensor:
+    """Unit quaternions (..., 4) (w, x, y, z), w >= 0, of rotation matrices (..., 3, 3) (the inverse of `quat_to_matrix`)."""
+    m = rot
+    trace = m[..., 0, 0] + m[..., 1, 1] + m[..., 2, 2]
+    # Four candidates, each exact where its largest component is not small; take the best conditioned one.
+    candidates = torch.stack([
+        torch.stack([1.0 + trace, m[..., 2, 1] - m[..., 1, 2], m[..., 0, 2] - m[..., 2, 0], m[..., 1, 0] - m[..., 0, 1]], -1),
+        torch.stack([m[..., 2, 1] - m[..., 1, 2], 1.0 + m[..., 0, 0] - m[..., 1, 1] - m[..., 2, 2],
+                     m[..., 0, 1] + m[..., 1, 0], m[..., 0, 2] + m[..., 2, 0]], -1),
+        torch.stack([m[..., 0, 2] - m[..., 2, 0], m[..., 0, 1] + m[..., 1, 0],
+                     1.0 - m[..., 0, 0] + m[..., 1, 1] - m[..., 2, 2], m[..., 1, 2] + m[..., 2, 1]], -1),
+        torch.stack([m[..., 1, 0] - m[..., 0, 1], m[..., 0, 2] + m[..., 2, 0], m[..., 1, 2] + m[..., 2, 1],
+                     1.0 - m[..., 0, 0] - m[..., 1, 1] + m[..., 2, 2]], -1),
+    ], dim=-2)  # (..., 4, 4): candidate k has 4 q_k² on its k-th entry
+    best = torch.stack([1.0 + trace, 1.0 + m[..., 0, 0] - m[..., 1, 1] - m[..., 2, 2],
+                        1.0 - m[..., 0, 0] + m[..., 1, 1] - m[..., 2, 2], 1.0 - m[..., 0, 0] - m[..., 1, 1] + m[..., 2, 2]],
+                       -1).argmax(-1)
+    q = torch.gather(candidates, -2, best[..., None, None].expand(*best.shape, 1, 4)).squeeze(-2)
+    return quat_canonical(q / torch.linalg.vector_norm(q, dim=-1, keepdim=True))

@@ -27,13 +27,24 @@ from batonlab.env.env import BatonEnv
 from batonlab.export.onnx import export
 from batonlab.rl.runner import BatonRunner
 from batonlab.rl.vecenv import RslRlVecEnv
+from batonlab.export.deployable import ExportError
 from batonlab.tasks import list_tasks, make_agent_cfg, make_task_cfg
+from whole_body import is_hierarchical, untrained_export, with_lower_level
+
+
+@pytest.fixture(scope="module")
+def whole_body_export(tmp_path_factory) -> str:
+    """An untrained whole-body policy's export: the lower level the hierarchical tasks build with."""
+    return untrained_export(tmp_path_factory.mktemp("whole_body"))
 
 
 @pytest.mark.parametrize("task", [t.name for t in list_tasks()])
-def test_task_builds_steps_and_exports(task, tmp_path):
+def test_task_builds_steps_and_exports(task, tmp_path, request):
     cfg = make_task_cfg(task)
     cfg.num_envs = 2
+    hierarchical = is_hierarchical(cfg)
+    if hierarchical:
+        with_lower_level(cfg, request.getfixturevalue("whole_body_export"))
     env = BatonEnv(cfg)
     generator = torch.Generator().manual_seed(0)
     for _ in range(5):
@@ -41,6 +52,12 @@ def test_task_builds_steps_and_exports(task, tmp_path):
         assert all(torch.isfinite(v).all() for v in obs.values()), f"{task}: non-finite observation"
         assert reward.shape == (2,) and torch.isfinite(reward).all(), f"{task}: bad reward {reward}"
         assert terminated.dtype == torch.bool and truncated.dtype == torch.bool
+    if hierarchical:  # both levels for the robot: not built yet, and said so
+        runner = BatonRunner(RslRlVecEnv(env), make_agent_cfg(task), log_dir=None)
+        with pytest.raises(ExportError, match="upper level of a hierarchy"):
+            export(env, runner.inference_policy(), tmp_path, task)
+        env.close()
+        return
     env.close()
 
     # The exported policy (untrained) reads the play observation and returns one action per joint.

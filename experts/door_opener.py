@@ -1,0 +1,130 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""`wl_door`'s scripted expert: drive to the door, take the lever from the front, press it down, pull the door open
+along its arc while the base backs away. It issues the command layer's actions (base speed and yaw rate, tool pose)
+and the gripper's, all in the arm base frame, from exact door state.
+
+Reactive, like `arm_push_grasp`'s expert: its phase is a function of what it sees now (tool, handle, door and lever
+angles, finger opening), never of its own past, so a student that sees the same state gets the same label."""
+
+from __future__ import annotations
+
+import torch
+
+from batonlab.env.terms import ExpertTerm
+from batonlab.robots.arm6 import GRIPPER_JOINT
+from batonlab.utils.quaternions import quat_angle_between, quat_canonical, quat_from_matrix, quat_slerp
+
+DRIVE, ALIGN, SLIDE_IN, CLOSE, PRESS, PULL = range(6)
+"""The expert's phases (rules later in this list win where several hold)."""
+
+READY_POINT = (0.3, 0.0, -0.05)
+"""Where the tool waits while the base drives to the door [m, arm base frame]."""
+
+LEAD = 0.1
+"""The commanded tool point leads the measured one by at most this much [m] (commands glide, as in training)."""
+
+MAX_TURN = 0.3
+"""The commanded tool orientation leads the measured one by at most this angle [rad]."""
+
+
+class DoorOpenerExpert(ExpertTerm):
+    """Approach, grasp, press and pull; actions of a `WholeBodyCommandAction` term and a gripper term (+1 open, -1 closed).
+
+    Args:
+        sensors: Arm-base-frame sensors: `tool` (tool point [m]), `tool_quat` (its orientation), `handle` (grasp point [m]), `normal` (panel front normal), `lever` (lever
+            direction), `hinge` (a point on the hinge axis [m]), `axis` (the hinge's opening axis), `door_angle`,
+            `handle_angle` [rad].
+        reach_x: The base holds the handle this far ahead of the arm base [m].
+        standoff: The tool lines up this far in front of the lever before sliding onto it [m].
+        release_angle: The lever is pressed until it passes this angle (the latch clears at ~0.5 rad) [rad].
+        hold_angle: The door is pulled to this angle and held there [rad].
+        commands, gripper: The action terms.
+    """
+
+    def __init__(self, env, sensors: dict[str, str], reach_x: float = 0.42, standoff: float = 0.08,
+                 release_angle: float = 0.6, hold_angle: float = 1.25, commands: str = "commands",
+                 gripper: str = "gripper"):
+        self.env, self.sensors = env, dict(sensors)
+        for name in self.sensors.values():
+            env.sim.sensor(name)  # fail now on a wrong name
+        self.reach_x, self.standoff, self.release_angle, self.hold_angle = reach_x, standoff, release_angle, hold_angle
+        self.term = env.action_manager.terms[commands]
+        self.commands_slice = env.action_manager.term_slice(commands)
+        self.gripper_slice = env.action_manager.term_slice(gripper)
+        self.finger_adr = env.scene.qpos_adr([GRIPPER_JOINT]).to(env.device)
+        self.phase = torch.zeros(env.num_envs, dtype=torch.long, device=env.device)
+        """(num_envs,) the phase of the last call, for inspection."""
+
+    def read(self, name: str) -> torch.Tensor:
+        """The sensor named by `sensors[name]`, (num_envs, k)."""
+        return self.env.sim.sensor(self.sensors[name])
+
+    def grasp_rotation(self, normal: torch.Tensor, lever: torch.Tensor) -> torch.Tensor:
+        """(num_envs, 3, 3) tool rotation: approach (tool z) into the panel, finger axis (tool y) across the lever."""
+        z = -normal
+        y = torch.linalg.cross(lever, normal, dim=1)
+        y = torch.where((y[:, 2:] < 0), -y, y)  # the jaw is symmetric: keep the upper finger on top
+        y = y / y.norm(dim=1, keepdim=True).clamp_min(1e-6)
+        x = torch.linalg.cross(y, z, dim=1)
+        return torch.stack([x, y, z], dim=2)
+
+    def __call__(self, env) -> torch.Tensor:
+        """(num_envs, num_actions) the expert's actions for the current state."""
+        handle, normal, lever = self.read("handle"), self.read("normal"), self.read("lever")
+        hinge, axis = self.read("hinge"), self.read("axis")
+        door_angle, handle_angle = self.read("door_angle")[:, 0], self.read("handle_angle")[:, 0]
+        tool = self.read("tool")
+        opening = env.sim.qpos[:, self.finger_adr[0]]
+
+        offset = tool - handle
+        along = (offset * normal).sum(1)  # > 0: the tool is in front of the lever
+        across = (offset - along[:, None] * normal).norm(dim=1)
+        near = offset.norm(dim=1)
+        in_reach = handle[:, 0] < self.reach_x + 0.05
+        lined_up = in_reach & (across < 0.03) & (along > -0.01)
+        at_lever = in_reach & (across < 0.012) & (along.abs() < 0.015)
+        closing = (near < 0.04) & (opening > 0.002) & (opening < 0.035)  # the fingers are on their way: keep closing
+        gripping = (near < 0.05) & (opening > 0.002) & (opening < 0.017)  # stopped by the lever between them
+
+        phase = torch.full_like(self.phase, DRIVE)
+        phase[handle[:, 0] < self.reach_x + 0.15] = ALIGN
+        phase[lined_up] = SLIDE_IN
+        phase[at_lever | closing] = CLOSE
+        phase[gripping] = PRESS
+        phase[gripping & ((handle_angle > self.release_angle) | (door_angle > 0.05))] = PULL
+        self.phase[:] = phase
+
+        # The tool: held ready while driving, in front of the lever, on it, pressing it down, or ahead of it along
+        # the door's arc.
+        ready = torch.tensor(READY_POINT, device=env.device).expand_as(handle)
+        target = torch.where((phase == DRIVE)[:, None], ready, handle + self.standoff * normal)
+        target = torch.where((phase >= SLIDE_IN)[:, None], handle, target)
+        press = torch.zeros_like(handle)
+        press[:, 2] = -0.025
+        target = torch.where((phase == PRESS)[:, None], handle + press, target)
+        ahead = (self.hold_angle - door_angle).clamp(0.0, 0.25)  # along the arc, then hold the door there
+        swing = self._turn(handle - hinge, axis, ahead) + hinge + press * (door_angle < 0.15)[:, None]
+        target = torch.where((phase == PULL)[:, None], swing, target)
+        step = target - tool
+        target = tool + step * (LEAD / step.norm(dim=1, keepdim=True).clamp_min(LEAD))
+        goal = quat_from_matrix(self.grasp_rotation(normal, lever))
+        here = self.read("tool_quat")
+        turn = quat_angle_between(here, goal)
+        quat = quat_canonical(quat_slerp(here, goal, (MAX_TURN / turn.clamp_min(MAX_TURN))))
+
+        # The base: keep the handle at reach (backing away as the door comes), face it until the grasp.
+        speed = (0.8 * (handle[:, 0] - self.reach_x)).clamp(-0.2, 0.2) * ((phase < CLOSE) | (phase == PULL))
+        bearing = torch.atan2(handle[:, 1], handle[:, 0].clamp_min(0.1))
+        yaw_rate = (1.5 * bearing).clamp(-0.5, 0.5) * (phase < SLIDE_IN)
+        actions = torch.zeros(env.num_envs, env.num_actions, device=env.device)
+        actions[:, self.commands_slice] = self.term.actions_for(torch.stack([speed, yaw_rate], 1),
+                                                                torch.cat([target, quat], 1))
+        actions[:, self.gripper_slice] = torch.where(phase >= CLOSE, -1.0, 1.0)[:, None]
+        return actions
+
+    @staticmethod
+    def _turn(vectors: torch.Tensor, axis: torch.Tensor, angle: torch.Tensor) -> torch.Tensor:
+        """`vectors` (N, 3) turned by `angle` (N,) [rad] about the unit `axis` (N, 3) (Rodrigues)."""
+        cos, sin = torch.cos(angle)[:, None], torch.sin(angle)[:, None]
+        dot = (axis * vectors).sum(1, keepdim=True)
+        return vectors * cos + torch.linalg.cross(axis, vectors, dim=1) * sin + axis * dot * (1 - cos)

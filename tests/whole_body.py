@@ -1,0 +1,42 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Tasks whose policy is the upper level of a hierarchy (`batonlab.actions.command_layer`): telling them apart, and
+the untrained whole-body policy export their lower level needs in tests that only build and step them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from batonlab.actions.command_layer import WholeBodyCommandAction, WholeBodyPolicyAction
+from batonlab.env.cfg import TaskCfg
+from batonlab.env.env import BatonEnv
+from batonlab.export.onnx import export
+from batonlab.rl.runner import BatonRunner
+from batonlab.rl.vecenv import RslRlVecEnv
+from batonlab.tasks import make_agent_cfg, make_task_cfg
+
+WHOLE_BODY_TASK = "wl_loco_manip_pose"
+"""The lower level of the hierarchical tasks."""
+
+
+def is_hierarchical(cfg: TaskCfg) -> bool:
+    """Whether the task's actions are commands to a lower level."""
+    return any(issubclass(term.cls, WholeBodyCommandAction) for term in cfg.actions.values())
+
+
+def untrained_export(out: Path, task: str = WHOLE_BODY_TASK) -> str:
+    """The export folder of a freshly initialised policy of `task`, written to `out`."""
+    cfg = make_task_cfg(task, play=True)
+    cfg.num_envs, cfg.sim.num_threads = 2, 1
+    env = BatonEnv(cfg)
+    runner = BatonRunner(RslRlVecEnv(env), make_agent_cfg(task))
+    export(env, runner.inference_policy(), out, task)
+    env.close()
+    return str(out)
+
+
+def with_lower_level(cfg: TaskCfg, folder: str) -> TaskCfg:
+    """`cfg` with every frozen-policy command layer reading the export in `folder`."""
+    for term in cfg.actions.values():
+        if issubclass(term.cls, WholeBodyPolicyAction):
+            term.params["export"] = folder
+    return cfg
