@@ -23,6 +23,9 @@ READY_POINT = (0.3, 0.0, -0.05)
 LEAD = 0.1
 """The commanded tool point leads the measured one by at most this much [m] (commands glide, as in training)."""
 
+PULL_LEAD = 0.15
+"""While pulling, the tool is commanded this far ahead of the lever along the door's arc [rad of door angle]."""
+
 MAX_TURN = 0.3
 """The commanded tool orientation leads the measured one by at most this angle [rad]."""
 
@@ -36,18 +39,20 @@ class DoorOpenerExpert(ExpertTerm):
             `handle_angle` [rad].
         reach_x: The base holds the handle this far ahead of the arm base [m].
         standoff: The tool lines up this far in front of the lever before sliding onto it [m].
+        depth: The tool point goes this far past the lever, toward the door, so that the pads hold it deep [m].
         release_angle: The lever is pressed until it passes this angle (the latch clears at ~0.5 rad) [rad].
         hold_angle: The door is pulled to this angle and held there [rad].
         commands, gripper: The action terms.
     """
 
-    def __init__(self, env, sensors: dict[str, str], reach_x: float = 0.42, standoff: float = 0.08,
-                 release_angle: float = 0.6, hold_angle: float = 1.25, commands: str = "commands",
+    def __init__(self, env, sensors: dict[str, str], reach_x: float = 0.42, standoff: float = 0.08, depth: float = 0.025,
+                 release_angle: float = 0.6, hold_angle: float = 1.35, commands: str = "commands",
                  gripper: str = "gripper"):
         self.env, self.sensors = env, dict(sensors)
         for name in self.sensors.values():
             env.sim.sensor(name)  # fail now on a wrong name
         self.reach_x, self.standoff, self.release_angle, self.hold_angle = reach_x, standoff, release_angle, hold_angle
+        self.depth = depth
         self.term = env.action_manager.terms[commands]
         self.commands_slice = env.action_manager.term_slice(commands)
         self.gripper_slice = env.action_manager.term_slice(gripper)
@@ -76,15 +81,16 @@ class DoorOpenerExpert(ExpertTerm):
         tool = self.read("tool")
         opening = env.sim.qpos[:, self.finger_adr[0]]
 
-        offset = tool - handle
-        along = (offset * normal).sum(1)  # > 0: the tool is in front of the lever
+        grasp = handle - self.depth * normal  # the lever sits this deep between the pads, not at their tips
+        offset = tool - grasp
+        along = (offset * normal).sum(1)  # > 0: the tool is in front of the grasp point
         across = (offset - along[:, None] * normal).norm(dim=1)
         near = offset.norm(dim=1)
         in_reach = handle[:, 0] < self.reach_x + 0.05
-        lined_up = in_reach & (across < 0.03) & (along > -0.01)
+        lined_up = in_reach & (across < 0.04) & (along > -0.01)
         at_lever = in_reach & (across < 0.012) & (along.abs() < 0.015)
         closing = (near < 0.04) & (opening > 0.002) & (opening < 0.035)  # the fingers are on their way: keep closing
-        gripping = (near < 0.05) & (opening > 0.002) & (opening < 0.017)  # stopped by the lever between them
+        gripping = (near < 0.08) & (opening > 0.002) & (opening < 0.017)  # stopped by the lever between them
 
         phase = torch.full_like(self.phase, DRIVE)
         phase[handle[:, 0] < self.reach_x + 0.15] = ALIGN
@@ -94,16 +100,17 @@ class DoorOpenerExpert(ExpertTerm):
         phase[gripping & ((handle_angle > self.release_angle) | (door_angle > 0.05))] = PULL
         self.phase[:] = phase
 
-        # The tool: held ready while driving, in front of the lever, on it, pressing it down, or ahead of it along
-        # the door's arc.
+        # The tool: held ready while driving, in front of the lever, around it, pressing it down, or a little ahead
+        # of it along the door's arc.
         ready = torch.tensor(READY_POINT, device=env.device).expand_as(handle)
-        target = torch.where((phase == DRIVE)[:, None], ready, handle + self.standoff * normal)
-        target = torch.where((phase >= SLIDE_IN)[:, None], handle, target)
+        target = torch.where((phase == DRIVE)[:, None], ready, grasp + self.standoff * normal)
+        target = torch.where((phase >= SLIDE_IN)[:, None], grasp, target)
         press = torch.zeros_like(handle)
         press[:, 2] = -0.025
-        target = torch.where((phase == PRESS)[:, None], handle + press, target)
-        ahead = (self.hold_angle - door_angle).clamp(0.0, 0.25)  # along the arc, then hold the door there
-        swing = self._turn(handle - hinge, axis, ahead) + hinge + press * (door_angle < 0.15)[:, None]
+        target = torch.where((phase == PRESS)[:, None], grasp + press, target)
+        ahead = (self.hold_angle - door_angle).clamp(0.0, PULL_LEAD)  # along the arc, then hold the door there
+        pressing = (door_angle < 0.15) & (handle_angle < self.release_angle + 0.1)  # keep the latch open, no harder
+        swing = self._turn(grasp - hinge, axis, ahead) + hinge + press * pressing[:, None]
         target = torch.where((phase == PULL)[:, None], swing, target)
         step = target - tool
         target = tool + step * (LEAD / step.norm(dim=1, keepdim=True).clamp_min(LEAD))
