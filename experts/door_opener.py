@@ -27,7 +27,10 @@ PULL_LEAD = 0.15
 """While pulling, the tool is commanded this far ahead of the lever along the door's arc [rad of door angle]."""
 
 MAX_TURN = 0.3
-"""The commanded tool orientation leads the measured one by at most this angle [rad]."""
+"""The commanded tool orientation leads the measured one by at most this angle [rad]..."""
+
+TURN_NEAR = 0.3
+"""... falling to none at this distance of the tool from its target [m]."""
 
 
 class DoorOpenerExpert(ExpertTerm):
@@ -46,7 +49,7 @@ class DoorOpenerExpert(ExpertTerm):
     """
 
     def __init__(self, env, sensors: dict[str, str], reach_x: float = 0.42, standoff: float = 0.08, depth: float = 0.025,
-                 release_angle: float = 0.6, hold_angle: float = 1.35, commands: str = "commands",
+                 release_angle: float = 0.6, hold_angle: float = 1.25, commands: str = "commands",
                  gripper: str = "gripper"):
         self.env, self.sensors = env, dict(sensors)
         for name in self.sensors.values():
@@ -81,6 +84,9 @@ class DoorOpenerExpert(ExpertTerm):
         tool = self.read("tool")
         opening = env.sim.qpos[:, self.finger_adr[0]]
 
+        goal = quat_from_matrix(self.grasp_rotation(normal, lever))
+        here = self.read("tool_quat")
+        turn = quat_angle_between(here, goal)
         grasp = handle - self.depth * normal  # the lever sits this deep between the pads, not at their tips
         offset = tool - grasp
         along = (offset * normal).sum(1)  # > 0: the tool is in front of the grasp point
@@ -88,14 +94,16 @@ class DoorOpenerExpert(ExpertTerm):
         near = offset.norm(dim=1)
         in_reach = handle[:, 0] < self.reach_x + 0.05
         lined_up = in_reach & (across < 0.04) & (along > -0.01)
-        at_lever = in_reach & (across < 0.012) & (along.abs() < 0.015)
+        at_lever = in_reach & (across < 0.012) & (along.abs() < 0.015) & (turn < 0.15)  # the jaw across the lever
         closing = (near < 0.04) & (opening > 0.002) & (opening < 0.035)  # the fingers are on their way: keep closing
-        gripping = (near < 0.08) & (opening > 0.002) & (opening < 0.017)  # stopped by the lever between them
+        # Closed on something, and it is the lever: the tool is at it, or the lever is held down against its spring.
+        gripping = (opening > 0.002) & (opening < 0.017) & ((near < 0.08) | (handle_angle > 0.3))
 
         phase = torch.full_like(self.phase, DRIVE)
         phase[handle[:, 0] < self.reach_x + 0.15] = ALIGN
         phase[lined_up] = SLIDE_IN
         phase[at_lever | closing] = CLOSE
+        phase[(opening < 0.002) & (phase >= SLIDE_IN)] = ALIGN  # closed on nothing (or a finger under the lever): back off
         phase[gripping] = PRESS
         phase[gripping & ((handle_angle > self.release_angle) | (door_angle > 0.05))] = PULL
         self.phase[:] = phase
@@ -110,19 +118,20 @@ class DoorOpenerExpert(ExpertTerm):
         target = torch.where((phase == PRESS)[:, None], grasp + press, target)
         ahead = (self.hold_angle - door_angle).clamp(0.0, PULL_LEAD)  # along the arc, then hold the door there
         pressing = (door_angle < 0.15) & (handle_angle < self.release_angle + 0.1)  # keep the latch open, no harder
-        swing = self._turn(grasp - hinge, axis, ahead) + hinge + press * pressing[:, None]
+        swing = self._turn(handle - hinge, axis, ahead) + hinge + press * pressing[:, None]  # from where the lever is
         target = torch.where((phase == PULL)[:, None], swing, target)
         step = target - tool
+        distance = step.norm(dim=1)
         target = tool + step * (LEAD / step.norm(dim=1, keepdim=True).clamp_min(LEAD))
-        goal = quat_from_matrix(self.grasp_rotation(normal, lever))
-        here = self.read("tool_quat")
-        turn = quat_angle_between(here, goal)
-        quat = quat_canonical(quat_slerp(here, goal, (MAX_TURN / turn.clamp_min(MAX_TURN))))
+        # Far from its target the tool moves first and turns later: a DLS step that must do both from a folded arm
+        # can stall between them.
+        max_turn = MAX_TURN * (1.0 - distance / TURN_NEAR).clamp(0.0, 1.0)
+        quat = quat_canonical(quat_slerp(here, goal, (max_turn / turn.clamp_min(1e-6)).clamp(max=1.0)))
 
         # The base: keep the handle at reach (backing away as the door comes), face it until the grasp.
         speed = (0.8 * (handle[:, 0] - self.reach_x)).clamp(-0.2, 0.2) * ((phase < CLOSE) | (phase == PULL))
         bearing = torch.atan2(handle[:, 1], handle[:, 0].clamp_min(0.1))
-        yaw_rate = (1.5 * bearing).clamp(-0.5, 0.5) * (phase < SLIDE_IN)
+        yaw_rate = (1.5 * bearing).clamp(-0.5, 0.5) * ((phase < SLIDE_IN) | (phase == PULL))
         actions = torch.zeros(env.num_envs, env.num_actions, device=env.device)
         actions[:, self.commands_slice] = self.term.actions_for(torch.stack([speed, yaw_rate], 1),
                                                                 torch.cat([target, quat], 1))
