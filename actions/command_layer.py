@@ -20,7 +20,7 @@ import torch
 
 from batonlab.actions.ik import TorchChain
 from batonlab.actions.joint import JointPositionAction, JointVelocityAction
-from batonlab.deploy.manifest import load_manifest
+from batonlab.deploy.manifest import ManifestError, load_manifest
 from batonlab.deploy.policy import OnnxPolicy
 from batonlab.env.actions import ActionManager, ActionTerm
 from batonlab.env.cfg import ActionTermCfg, ObsGroupCfg
@@ -32,6 +32,10 @@ from batonlab.utils.quaternions import (quat_canonical, quat_from_rotation_vecto
 COMMAND_ACTION_FIELDS = ("lin_vel_x", "ang_vel_z", "x", "y", "z", "rot_x", "rot_y", "rot_z")
 """The upper policy's actions, each in [-1, 1]: base speed, yaw rate, the tool position around the stowed one, and the
 tool's turn from the stowed orientation as a rotation vector in the arm base frame (pose commands only)."""
+
+
+class LowerLevelError(ValueError):
+    """The lower level's export is missing, unreadable or not the one the task's lower level is (the message says which)."""
 
 
 class WholeBodyCommandAction(ActionTerm):
@@ -131,16 +135,20 @@ class WholeBodyPolicyAction(WholeBodyCommandAction):
         super().__init__(env, cfg)
         export = cfg.params.get("export")
         if not export:
-            raise ValueError("WholeBodyPolicyAction needs the export folder of a trained whole-body policy: "
-                             "env.actions.<term>.params.export=RUN_DIR/exported (`batonlab export run_dir=RUN_DIR`)")
-        self.manifest = load_manifest(export)
+            raise LowerLevelError("this task runs a trained whole-body policy under its commands: name its export "
+                                  "folder with env.actions.commands.params.export=RUN_DIR/exported "
+                                  "(`batonlab export run_dir=RUN_DIR` writes it)")
+        try:
+            self.manifest = load_manifest(export)
+        except ManifestError as err:
+            raise LowerLevelError(f"the whole-body policy's export: {err}") from None
         self.policy = OnnxPolicy(self.manifest)
         self.view = _LowerLevelView(env)
         self.lower = ActionManager(self.view, dict(cfg.params["actions"]))
         self.view.action_manager = self.lower
         joints = tuple(j for t in self.lower.terms.values() for j in t.joint_names)
         if joints != self.manifest.joints.names:
-            raise ValueError(f"the whole-body policy in {export} drives joints {list(self.manifest.joints.names)}; "
+            raise LowerLevelError(f"the whole-body policy in {export} drives joints {list(self.manifest.joints.names)}; "
                              f"this task's lower level drives {list(joints)}")
         self.joint_names = list(joints)
         self.obs_group: ObsGroupCfg = cfg.params["observations"]
@@ -154,7 +162,7 @@ class WholeBodyPolicyAction(WholeBodyCommandAction):
             ours = [(t.name, t.width) for t in self.observations.layout["policy"]]
             theirs = [(t.name, t.width) for t in self.manifest.obs_terms]
             if ours != theirs:
-                raise ValueError(f"the whole-body policy reads observation terms {theirs}; this task's lower level "
+                raise LowerLevelError(f"the whole-body policy reads observation terms {theirs}; this task's lower level "
                                  f"computes {ours}")
         obs = self.observations.compute()["policy"]
         actions = self.policy.batch(obs.detach().cpu().numpy().astype(np.float32))

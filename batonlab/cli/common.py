@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from hydra.core.override_parser.types import Override
 
+from batonlab.actions.command_layer import LowerLevelError
 from batonlab.cli import checks
 from batonlab.cli import overrides as ov
 from batonlab.cli.exit_codes import INTERRUPTED  # noqa: F401  (re-exported for the commands)
@@ -36,9 +37,9 @@ class CliError(Exception):
     """A user error: printed without a traceback, exit code 2."""
 
 
-USER_ERRORS = (CliError, checkpoint.CheckpointError, LearnedRewardError)
+USER_ERRORS = (CliError, checkpoint.CheckpointError, LearnedRewardError, LowerLevelError)
 """Errors `batonlab` prints as one line (exit code 2) instead of a traceback: a learned reward's file or function
-fails when the env builds its terms or while it trains."""
+fails when the env builds its terms or while it trains; a hierarchy's lower-level export is missing or wrong."""
 
 ROBOT_ERRORS = (TaskRobotError, RobotDescriptionError, FileNotFoundError)
 """What a task factory raises for a bad `robot=`: robot= on a fixed-robot task, an invalid description

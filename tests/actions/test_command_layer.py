@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from batonlab.actions.command_layer import LowerLevelError
 from batonlab.env.env import BatonEnv
 from batonlab.observations.root_state import root_lin_vel_heading, root_projected_gravity
 from batonlab.tasks import make_task_cfg
@@ -87,8 +88,22 @@ def test_the_whole_body_policy_runs_from_its_export_on_its_own_observations(tmp_
 
 
 def test_an_export_of_another_task_or_none_is_refused_clearly(tmp_path):
-    with pytest.raises(ValueError, match="export folder of a trained whole-body policy"):
+    with pytest.raises(LowerLevelError, match="name its export folder"):
         _env("wl_door")
+    with pytest.raises(LowerLevelError, match="manifest not found"):
+        _env("wl_door", export=str(tmp_path / "nowhere"))
     folder = untrained_export(tmp_path / "balance", task="wl_balance")
-    with pytest.raises(ValueError, match="drives joints"):
+    with pytest.raises(LowerLevelError, match="drives joints"):
         _env("wl_door", export=folder)
+
+
+def test_train_without_the_lower_levels_export_refuses_in_one_line(tmp_path, capsys):
+    from batonlab.cli.exit_codes import USER_ERROR
+    from batonlab.cli.main import main
+
+    logs = tmp_path / "logs"
+    code = main(["train", "task=wl_door", f"log_root={logs}", "max_iterations=1", "env.num_envs=2"])
+    err = capsys.readouterr().err
+    assert code == USER_ERROR and "env.actions.commands.params.export=RUN_DIR/exported" in err, err
+    assert "Traceback" not in err
+    assert not logs.exists()  # no run folder left behind
