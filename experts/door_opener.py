@@ -26,6 +26,9 @@ LEAD = 0.1
 PULL_LEAD = 0.15
 """While pulling, the tool is commanded this far ahead of the lever along the door's arc [rad of door angle]."""
 
+PULL_STANDBACK = 0.08
+"""While pulling, the base holds the handle this much farther than `reach_x` [m]."""
+
 MAX_TURN = 0.3
 """The commanded tool orientation leads the measured one by at most this angle [rad]..."""
 
@@ -129,7 +132,11 @@ class DoorOpenerExpert(ExpertTerm):
         quat = quat_canonical(quat_slerp(here, goal, (max_turn / turn.clamp_min(1e-6)).clamp(max=1.0)))
 
         # The base: keep the handle at reach (backing away as the door comes), face it until the grasp.
-        speed = (0.8 * (handle[:, 0] - self.reach_x)).clamp(-0.2, 0.2) * ((phase < CLOSE) | (phase == PULL))
+        # While pulling, the base keeps the handle farther (the opening panel sweeps toward its legs) and backs faster.
+        pulling = phase == PULL
+        reach = torch.where(pulling, self.reach_x + PULL_STANDBACK, torch.full_like(door_angle, self.reach_x))
+        gain = torch.where(pulling, 1.5, 0.8)
+        speed = (gain * (handle[:, 0] - reach)).clamp(-0.25, 0.2) * ((phase < CLOSE) | pulling)
         bearing = torch.atan2(handle[:, 1], handle[:, 0].clamp_min(0.1))
         yaw_rate = (1.5 * bearing).clamp(-0.5, 0.5) * ((phase < SLIDE_IN) | (phase == PULL))
         actions = torch.zeros(env.num_envs, env.num_actions, device=env.device)
