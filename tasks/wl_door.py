@@ -38,6 +38,7 @@ from batonlab.robots.arm6 import ARM_JOINTS, EE_SITE, GRIPPER_JOINT
 from batonlab.tasks import register
 from batonlab.tasks.agents import ppo_agent_cfg
 from batonlab.tasks.mobile_robot import COMMAND
+from batonlab.tasks.table_scene import add_look_at_camera
 from batonlab.tasks.wl_loco_manip import (EE_COMMAND, EE_POSE, EE_QUAT_SENSOR, EE_SENSOR, IK_DAMPING,
                                           IK_ORIENTATION_WEIGHT, make_loco_manip_scene_spec,
                                           make_wl_loco_manip_pose_cfg)
@@ -66,6 +67,9 @@ GRIPPER_KP, GRIPPER_KV = 3000.0, 20.0
 
 GRIPPER_SCALE = 0.04
 """Finger opening per unit gripper action [m]: from the stowed (closed) gripper, +1 opens it fully (0.04 per finger)."""
+
+DOOR_CAMERA = "door_view"
+"""A fixed camera behind and to the left of the robot, on the robot, the handle and the panel's sweep."""
 
 HOLD_RADIUS = 0.06
 """The tool point counts as at the handle within this distance [m]."""
@@ -98,6 +102,7 @@ def make_wl_door_scene_spec() -> mujoco.MjSpec:
                     objname=door_asset.HANDLE_BODY, reftype=site, refname=base)
     spec.add_sensor(name=PANEL_NORMAL_B_SENSOR, type=mujoco.mjtSensor.mjSENS_FRAMEXAXIS, objtype=mujoco.mjtObj.mjOBJ_XBODY,
                     objname=door_asset.PANEL_BODY, reftype=site, refname=base)
+    add_look_at_camera(spec, DOOR_CAMERA, eye=(-0.3, 1.1, 1.4), look=(0.7, -0.05, 0.3))
     # The plinth is drawn only: the door's frame is fixed in space, and nothing drives under it.
     spec.worldbody.add_geom(name="door_plinth", type=mujoco.mjtGeom.mjGEOM_BOX, contype=0, conaffinity=0, group=1,
                             size=[0.06, 0.3, PLINTH_HEIGHT / 2], pos=[DOOR_POS[0] + 0.03, 0.0, PLINTH_HEIGHT / 2],
@@ -142,6 +147,7 @@ def door_policy_observations(play: bool) -> ObsGroupCfg:
 def make_wl_door_cfg(play: bool = False, export: str | None = None, scripted: bool = False) -> TaskCfg:
     cfg = make_wl_loco_manip_pose_cfg(play=True)  # scene sensors, commands, costs, terminations; no curricula
     cfg.scene.build = make_wl_door_scene_spec
+    cfg.scene.camera = DOOR_CAMERA
     cfg.num_envs = 16 if play else 512
     cfg.episode_length_s = 15.0
     commands = scripted_whole_body_action() if scripted else whole_body_policy_action(export)
