@@ -201,7 +201,7 @@ class BatonEnv:
     def _success(self) -> torch.Tensor:
         if self.success_term is None:
             return torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
-        return self.success_term(self).bool()
+        return self.success_term(self).bool().clone()  # a term's own state is reset with the episode; extras keep it
 
     def _reset_idx(self, env_ids: torch.Tensor) -> None:
         log = self.extras["log"]
@@ -211,6 +211,8 @@ class BatonEnv:
         self._reset_state(env_ids)
         for manager in (self.reward_manager, self.cost_manager, self.termination_manager, self.observation_manager):
             log.update(manager.reset(env_ids))
+        if self.success_term is not None:
+            self.success_term.reset(env_ids)  # a success judged over the episode (e.g. reached once) starts afresh
         if self.privilege_manager.active:
             log["Privilege/level"] = self.privilege_manager.level
         self.episode_length_buf[env_ids] = 0

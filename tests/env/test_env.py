@@ -7,8 +7,9 @@ import pytest
 import torch
 
 from batonlab.observations.proprioception import last_action
-from batonlab.env.cfg import EventTermCfg, ObsTermCfg, RewardTermCfg, TerminationTermCfg
+from batonlab.env.cfg import EventTermCfg, ObsTermCfg, RewardTermCfg, TermCfg, TerminationTermCfg
 from batonlab.env.env import BatonEnv
+from batonlab.env.terms import ManagerTerm
 from batonlab.rewards import regularizers
 from batonlab.tasks import make_task_cfg
 from conftest import make_reach_env
@@ -161,3 +162,34 @@ def test_physics_blowup_resets_only_that_env(reach_env):
     assert env.sim.num_diverged_total == 1
     assert extras["log"]["Episode_Termination/physics_diverged"] == 1.0
     assert env.episode_length_buf[5] == 0 and env.episode_length_buf[0] == 2
+
+
+class _EverTouched(ManagerTerm):
+    """A success judged over the episode: true from the first step on (its state is reset with the episode)."""
+
+    def __init__(self, env):
+        self.seen = torch.zeros(env.num_envs, dtype=torch.bool)
+        self.resets = 0
+
+    def __call__(self, env) -> torch.Tensor:
+        self.seen |= env.episode_length_buf >= 1
+        return self.seen
+
+    def reset(self, env_ids: torch.Tensor) -> None:
+        self.resets += 1
+        self.seen[env_ids] = False
+
+
+def test_a_success_term_with_episode_state_is_reported_then_reset():
+    """`extras["success"]` of the ending step keeps the term's verdict although the reset clears its state."""
+    cfg = make_task_cfg("arm_reach", play=True)
+    cfg.num_envs, cfg.sim.num_threads, cfg.episode_length_s = 2, 1, 0.2
+    cfg.success = TermCfg(func=_EverTouched)
+    env = BatonEnv(cfg)
+    ended = False
+    for _ in range(env.max_episode_length):
+        *_, truncated, extras = env.step(torch.zeros(2, env.num_actions))
+        ended = bool(truncated.all())
+    assert ended and extras["success"].all()  # reported at the ending step
+    assert not env.success_term.seen.any() and env.success_term.resets >= 1  # and reset for the next episode
+    env.close()
