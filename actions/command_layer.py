@@ -29,11 +29,6 @@ from batonlab.robots.kinematics import chain_from_model
 from batonlab.utils.quaternions import (quat_canonical, quat_from_rotation_vector, quat_mul, quat_to_matrix,
                                         rotation_vector_from_quat)
 
-COMMAND_ACTION_FIELDS = ("lin_vel_x", "ang_vel_z", "x", "y", "z", "rot_x", "rot_y", "rot_z")
-"""The upper policy's actions, each in [-1, 1]: base speed, yaw rate, the tool position around the stowed one, and the
-tool's turn from the stowed orientation as a rotation vector in the arm base frame (pose commands only)."""
-
-
 class LowerLevelError(ValueError):
     """The lower level's export is missing, unreadable or not the one the task's lower level is (the message says which)."""
 
@@ -129,7 +124,8 @@ class _LowerLevelView:
 class WholeBodyPolicyAction(WholeBodyCommandAction):
     """Commands executed by a frozen whole-body policy: its ONNX file and manifest (`params["export"]`, a folder written
     by `batonlab export`), its action terms (`params["actions"]`) and its observation group (`params["observations"]`)
-    as its task defines them; the manifest must match both (joints and observation terms, in order)."""
+    as its task (`params["task"]`) defines them; the manifest must be of that task and match both (joints and
+    observation terms, in order)."""
 
     def __init__(self, env, cfg: ActionTermCfg):
         super().__init__(env, cfg)
@@ -142,6 +138,10 @@ class WholeBodyPolicyAction(WholeBodyCommandAction):
             self.manifest = load_manifest(export)
         except ManifestError as err:
             raise LowerLevelError(f"the whole-body policy's export: {err}") from None
+        task = cfg.params.get("task")
+        if task is not None and self.manifest.task != task:
+            raise LowerLevelError(f"{export} holds a policy of task '{self.manifest.task}'; this task's lower level is "
+                                  f"a '{task}' policy")
         self.policy = OnnxPolicy(self.manifest)
         self.view = _LowerLevelView(env)
         self.lower = ActionManager(self.view, dict(cfg.params["actions"]))

@@ -114,7 +114,7 @@ def whole_body_policy_action(export: str | None = None) -> ActionTermCfg:
     """The commands, executed by the frozen whole-body policy of `WHOLE_BODY_TASK` (its `export` folder)."""
     lower = make_wl_loco_manip_pose_cfg(play=True)
     return ActionTermCfg(cls=WholeBodyPolicyAction, joints=(), params={
-        "export": export, "base_command": COMMAND, "ee_command": EE_COMMAND,
+        "export": export, "task": WHOLE_BODY_TASK, "base_command": COMMAND, "ee_command": EE_COMMAND,
         "actions": lower.actions, "observations": lower.observations["policy"]})
 
 
@@ -202,7 +202,8 @@ def make_wl_door_cfg(play: bool = False, export: str | None = None, scripted: bo
 
 
 def make_wl_door_scripted_cfg(play: bool = False) -> TaskCfg:
-    """`wl_door` with the scripted lower level and the torso held upright (λ = 1, also in play)."""
+    """`wl_door` with the scripted lower level and the torso held upright (λ = 1): for experts and tests (`play` runs at
+    λ = 0, where this robot cannot balance)."""
     return make_wl_door_cfg(play, scripted=True)
 
 

@@ -16,8 +16,8 @@ from batonlab.utils.quaternions import quat_angle_between, quat_from_matrix
 from whole_body import untrained_export
 
 
-def _env(task: str, num_envs: int = 4, **overrides) -> BatonEnv:
-    cfg = make_task_cfg(task, play=True)
+def _env(name: str, num_envs: int = 4, **overrides) -> BatonEnv:
+    cfg = make_task_cfg(name, play=True)
     cfg.num_envs, cfg.sim.num_threads = num_envs, 1
     for key, value in overrides.items():
         cfg.actions["commands"].params[key] = value
@@ -93,8 +93,11 @@ def test_an_export_of_another_task_or_none_is_refused_clearly(tmp_path):
     with pytest.raises(LowerLevelError, match="manifest not found"):
         _env("wl_door", export=str(tmp_path / "nowhere"))
     folder = untrained_export(tmp_path / "balance", task="wl_balance")
-    with pytest.raises(LowerLevelError, match="drives joints"):
+    with pytest.raises(LowerLevelError, match="holds a policy of task 'wl_balance'; this task's lower level is a "
+                                              "'wl_loco_manip_pose' policy"):
         _env("wl_door", export=folder)
+    with pytest.raises(LowerLevelError, match="drives joints"):  # a task's name is no guarantee: its joints are checked
+        _env("wl_door", export=folder, task="wl_balance")
 
 
 def test_train_without_the_lower_levels_export_refuses_in_one_line(tmp_path, capsys):
