@@ -6,9 +6,9 @@ Both lower levels take the same commands, so one upper policy or scripted expert
 - `WholeBodyPolicyAction`: a frozen whole-body policy (`wl_loco_manip_pose`) from its export folder, the ONNX file and
   manifest the robot runs, fed by its own observation group computed as in its training;
 - `ScriptedWholeBodyAction`: simulation only, from exact state: legs at their default pose, wheels at the speeds of a
-  differential drive, the arm at a damped least-squares solution of the tool pose. It does not balance the base: it
-  runs with a privilege that holds the torso upright (`batonlab.privileges.BaseSupport`), so that an expert can show a
-  task solvable without a trained lower level.
+  differential drive, the arm at a damped least-squares solution of the tool pose, the torso held upright by a
+  virtual torque (it cannot balance): a stand-in for the trained lower level, so that an expert can show a task
+  solvable, and an upper policy learn from it, without one.
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ from batonlab.deploy.policy import OnnxPolicy
 from batonlab.env.actions import ActionManager, ActionTerm
 from batonlab.env.cfg import ActionTermCfg, ObsGroupCfg
 from batonlab.env.observations import ObservationManager
+from batonlab.observations.root_state import root_ang_vel_b, root_quat_w
 from batonlab.robots.kinematics import chain_from_model
-from batonlab.utils.quaternions import (quat_canonical, quat_from_rotation_vector, quat_mul, quat_to_matrix,
+from batonlab.utils.quaternions import (quat_canonical, quat_from_rotation_vector, quat_mul, quat_rotate, quat_to_matrix,
                                         rotation_vector_from_quat)
 
 class LowerLevelError(ValueError):
@@ -187,13 +188,14 @@ MAX_SAG = 0.08
 
 
 class ScriptedWholeBodyAction(WholeBodyCommandAction):
-    """Commands executed from exact state (simulation only; with `BaseSupport` holding the torso upright): legs at their
-    default pose, wheels at `(v ∓ ω · half_track) / wheel_radius`, the arm at `iterations` DLS steps from where it is
-    toward the tool command plus the integrated sag (the arm's shortfall under gravity and loads).
+    """Commands executed from exact state, a simulated stand-in for a trained whole-body policy: legs at their default
+    pose, wheels at `(v ∓ ω · half_track) / wheel_radius`, the arm at `iterations` DLS steps from where it is toward
+    the tool command plus the integrated sag (the arm's shortfall under gravity and loads), and the torso held
+    upright by a virtual torque (`upright_torque`; it cannot balance otherwise).
 
     `cfg.params` (besides `WholeBodyCommandAction`'s): `legs`, `wheels` (left then right), `arm` (joint names),
     `wheel_radius`, `half_track` [m], `base`, `site` (the arm's chain), `damping` [m], `orientation_weight` [m/rad],
-    `iterations`.
+    `iterations`, `body` (the torso), `upright_kp` [N·m/rad], `upright_kd` [N·m·s/rad], `upright_max_torque` [N·m].
     """
 
     def __init__(self, env, cfg: ActionTermCfg):
@@ -211,6 +213,9 @@ class ScriptedWholeBodyAction(WholeBodyCommandAction):
         self.wheel_radius, self.half_track = float(p["wheel_radius"]), float(p["half_track"])
         self.damping, self.iterations = float(p.get("damping", 0.05)), int(p.get("iterations", 5))
         self.orientation_weight = float(p.get("orientation_weight", 0.3))
+        self.body_id = env.scene.body_id(p["body"])
+        self.upright = {"kp": float(p["upright_kp"]), "kd": float(p["upright_kd"]),
+                        "max_torque": float(p["upright_max_torque"])}
         low, high = env.scene.model.jnt_range[env.scene.joint_ids(tuple(p["arm"]))].T
         self.low = torch.as_tensor(low, dtype=torch.float32, device=env.device)
         self.high = torch.as_tensor(high, dtype=torch.float32, device=env.device)
@@ -238,6 +243,19 @@ class ScriptedWholeBodyAction(WholeBodyCommandAction):
         self.sag[env_ids] = 0.0
 
     def apply(self, ctrl: torch.Tensor) -> None:
-        """Legs, wheels and arm write their targets."""
+        """Legs, wheels and arm write their targets; the torso gets its upright torque."""
         for term in (self.legs, self.wheels, self.arm):
             term.apply(ctrl)
+        self.env.sim.xfrc_applied[:, self.body_id, 3:6] += upright_torque(self.env, **self.upright)
+
+
+def upright_torque(env, kp: float, kd: float, max_torque: float, root_joint: str = "root") -> torch.Tensor:
+    """`clip(kp · (z_b × ẑ) − kd · ω_xy, ±max_torque)` (num_envs, 3) [N·m, world frame]: a torque toward upright about the
+    horizontal axes of a floating base, never about the vertical (its heading stays the wheels')."""
+    quat = root_quat_w(env, root_joint)
+    up = torch.zeros_like(quat[:, 1:])
+    up[:, 2] = 1.0
+    spin = quat_rotate(quat, root_ang_vel_b(env, root_joint))
+    spin[:, 2] = 0.0
+    tilt = torch.linalg.cross(quat_rotate(quat, up), up, dim=1)
+    return (kp * tilt - kd * spin).clamp(-max_torque, max_torque)

@@ -3,7 +3,6 @@
 
 Installed as `batonlab.privileges`; each module holds one family of terms, all re-exported here for task configs."""
 
-from batonlab.privileges.base_support import BaseSupport
 from batonlab.privileges.door_assist import HingeAssist
 from batonlab.privileges.head_start import HeadStart
 from batonlab.privileges.relaxed_contacts import DISABLED_MARGIN, RelaxedContacts, add_switchable_pair

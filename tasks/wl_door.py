@@ -6,8 +6,8 @@ more with the tool point still at the handle (pulled open, not knocked open).
 The policy is the upper level of a hierarchy: its actions are commands (base speed and yaw rate, tool pose; see
 `batonlab.actions.command_layer`) and the gripper. The whole-body policy of `wl_loco_manip_pose`, frozen, executes the
 commands: `env.actions.commands.params.export=RUN/exported` names its export folder. `wl_door_scripted` executes them
-from exact state instead, with the torso held upright by a privilege (λ = 1): the scripted expert's variant, which
-shows the task solvable without a trained lower level.
+from exact state instead, the torso held upright by a virtual torque: the scripted expert's variant, which shows the
+task solvable without a trained lower level, and where an upper policy can learn before it runs over the trained one.
 
 The door (`assets/door`, 0.35 × 0.45 m) stands on a 0.15 m plinth 1 m ahead of the robot, facing it, its handle at
 0.40 m, level with the arm's reach below the shoulder; it opens toward the robot. The door's pose, width, panel mass,
@@ -27,9 +27,7 @@ import mujoco
 from batonlab import events, observations
 from batonlab.actions import JointPositionAction, ScriptedWholeBodyAction, WholeBodyPolicyAction
 from batonlab.experts import DoorOpenerExpert
-from batonlab.env.cfg import (ActionTermCfg, EventTermCfg, ObsGroupCfg, ObsTermCfg, PrivilegeTermCfg, RewardTermCfg,
-                              TaskCfg, TermCfg)
-from batonlab.privileges import BaseSupport
+from batonlab.env.cfg import ActionTermCfg, EventTermCfg, ObsGroupCfg, ObsTermCfg, RewardTermCfg, TaskCfg, TermCfg
 from batonlab.rewards import door, regularizers
 from batonlab.rl.cfg import RunnerCfg
 from batonlab.robots import door as door_asset
@@ -119,11 +117,12 @@ def whole_body_policy_action(export: str | None = None) -> ActionTermCfg:
 
 
 def scripted_whole_body_action() -> ActionTermCfg:
-    """The commands, executed from exact state (with `BaseSupport`)."""
+    """The commands, executed from exact state (`ScriptedWholeBodyAction`)."""
     return ActionTermCfg(cls=ScriptedWholeBodyAction, joints=(), params={
         "base_command": COMMAND, "ee_command": EE_COMMAND, "legs": wl.LEG_JOINTS, "wheels": wl.WHEEL_JOINTS,
         "arm": ARM_JOINTS, "wheel_radius": wl.WHEEL_RADIUS, "half_track": wl.HALF_TRACK, "base": "arm_base",
-        "site": EE_SITE, "damping": IK_DAMPING, "orientation_weight": IK_ORIENTATION_WEIGHT, "iterations": 5})
+        "site": EE_SITE, "damping": IK_DAMPING, "orientation_weight": IK_ORIENTATION_WEIGHT, "iterations": 5,
+        "body": wl.BASE_BODY, "upright_kp": 800.0, "upright_kd": 30.0, "upright_max_torque": 200.0})
 
 
 def door_policy_observations(play: bool) -> ObsGroupCfg:
@@ -191,19 +190,17 @@ def make_wl_door_cfg(play: bool = False, export: str | None = None, scripted: bo
         "door_angle": door_asset.ANGLE_SENSOR, "handle_angle": door_asset.HANDLE_ANGLE_SENSOR}})
     cfg.success = TermCfg(func=door.DoorPulledOpen, params={**opened, **handle, "radius": HOLD_RADIUS})
     if scripted:
-        # Stiff legs and wheels (the scripted level holds the legs still, it does not move them to balance), and the
-        # torso held upright: the robot becomes a differential-drive cart carrying the arm.
+        # Stiff legs and wheels (the scripted level holds the legs still, it does not move them to balance) and the
+        # torso held upright (by the scripted level): the robot becomes a differential-drive cart carrying the arm.
         cfg.events["actuator_gains"].params.update(joints=wl.LEG_JOINTS + wl.WHEEL_JOINTS, kp_scale_range=SCRIPTED_GAIN_SCALE,
                                                    kd_scale_range=SCRIPTED_GAIN_SCALE, strength_range=(1.0, 1.0))
-        cfg.privileges = {"base_support": PrivilegeTermCfg(
-            func=BaseSupport, params={"body": wl.BASE_BODY, "kp": 800.0, "kd": 30.0, "max_torque": 200.0})}
-        cfg.privilege_level = 1.0
     return cfg
 
 
 def make_wl_door_scripted_cfg(play: bool = False) -> TaskCfg:
-    """`wl_door` with the scripted lower level and the torso held upright (λ = 1): for experts and tests (`play` runs at
-    λ = 0, where this robot cannot balance)."""
+    """`wl_door` with the scripted stand-in for the whole-body policy (`ScriptedWholeBodyAction`): for the expert, for
+    tests, and for an upper policy to learn from before it runs over the trained whole-body policy (same actions and
+    observations)."""
     return make_wl_door_cfg(play, scripted=True)
 
 
