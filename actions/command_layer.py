@@ -150,7 +150,7 @@ class WholeBodyPolicyAction(WholeBodyCommandAction):
         joints = tuple(j for t in self.lower.terms.values() for j in t.joint_names)
         if joints != self.manifest.joints.names:
             raise LowerLevelError(f"the whole-body policy in {export} drives joints {list(self.manifest.joints.names)}; "
-                             f"this task's lower level drives {list(joints)}")
+                                  f"this task's lower level drives {list(joints)}")
         self.joint_names = list(joints)
         self.obs_group: ObsGroupCfg = cfg.params["observations"]
         self.observations: ObservationManager | None = None
@@ -164,7 +164,7 @@ class WholeBodyPolicyAction(WholeBodyCommandAction):
             theirs = [(t.name, t.width) for t in self.manifest.obs_terms]
             if ours != theirs:
                 raise LowerLevelError(f"the whole-body policy reads observation terms {theirs}; this task's lower level "
-                                 f"computes {ours}")
+                                      f"computes {ours}")
         obs = self.observations.compute()["policy"]
         actions = self.policy.batch(obs.detach().cpu().numpy().astype(np.float32))
         self.lower.process(torch.as_tensor(actions, device=self.env.device))
