@@ -13,9 +13,7 @@ from batonlab.export.onnx import export
 from batonlab.rl.runner import BatonRunner
 from batonlab.rl.vecenv import RslRlVecEnv
 from batonlab.tasks import make_agent_cfg, make_task_cfg
-
-WHOLE_BODY_TASK = "wl_loco_manip_pose"
-"""The lower level of the hierarchical tasks."""
+from batonlab.tasks.wl_door import WHOLE_BODY_TASK
 
 
 def is_hierarchical(cfg: TaskCfg) -> bool:
