@@ -23,7 +23,7 @@ READY_POINT = (0.3, 0.0, -0.05)
 LEAD = 0.1
 """The commanded tool point leads the measured one by at most this much [m] (commands glide, as in training)."""
 
-PULL_LEAD = 0.15
+PULL_LEAD = 0.1
 """While pulling, the tool is commanded this far ahead of the lever along the door's arc [rad of door angle]."""
 
 PULL_STANDBACK = 0.08
