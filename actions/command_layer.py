@@ -13,6 +13,7 @@ Both lower levels take the same commands, so one upper policy or scripted expert
 
 from __future__ import annotations
 
+import abc
 import math
 
 import numpy as np
@@ -100,9 +101,9 @@ class WholeBodyCommandAction(ActionTerm):
         terms[self.ee_command].hold(ee)
         self.drive()
 
+    @abc.abstractmethod
     def drive(self) -> None:
         """Compute the lower level's joint targets for the held commands."""
-        raise NotImplementedError
 
     def saturation_bounds(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Every action is clipped to [-1, 1]."""
