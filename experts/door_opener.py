@@ -40,9 +40,9 @@ class DoorOpenerExpert(ExpertTerm):
     """Approach, grasp, press and pull; actions of a `WholeBodyCommandAction` term and a gripper term (+1 open, -1 closed).
 
     Args:
-        sensors: Arm-base-frame sensors: `tool` (tool point [m]), `tool_quat` (its orientation), `handle` (grasp point [m]), `normal` (panel front normal), `lever` (lever
-            direction), `hinge` (a point on the hinge axis [m]), `axis` (the hinge's opening axis), `door_angle`,
-            `handle_angle` [rad].
+        sensors: Arm-base-frame sensors: `tool` (tool point [m]), `tool_quat` (its orientation), `handle` (grasp
+            point [m]), `normal` (panel front normal), `lever` (lever direction), `hinge` (a point on the hinge axis
+            [m]), `axis` (the hinge's opening axis), `door_angle`, `handle_angle` [rad].
         reach_x: The base holds the handle this far ahead of the arm base [m].
         standoff: The tool lines up this far in front of the lever before sliding onto it [m].
         depth: The tool point goes this far past the lever, toward the door, so that the pads hold it deep [m].
