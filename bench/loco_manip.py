@@ -136,6 +136,10 @@ def train(name: str, task: str, seed: int, num_envs: int, iterations: int, log_r
                 history.setdefault(key, []).append(value)
 
     result = cli_train.train(inv, on_iteration=record)
+    if result.interrupted or result.iterations != iterations:
+        # A stopped run is not a result: --resume would keep it as if it had trained the whole budget.
+        raise SystemExit(f"[loco_manip] {name} seed {seed} stopped after {result.iterations} of {iterations} "
+                         f"iterations ({result.run_dir}); not recorded")
     return result.policy, history, result.wall_s
 
 
@@ -284,7 +288,8 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=150)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
-    parser.add_argument("--arms", nargs="+", default=["joint_position"], choices=list(ARM_TASKS))
+    parser.add_argument("--arms", nargs="+", default=None, choices=list(ARM_TASKS),
+                        help="arm actions to train (default: joint_position); with --from-json, the ones to show (all)")
     parser.add_argument("--eval-episodes", type=int, default=256)
     parser.add_argument("--out", type=Path, default=Path("bench_results/loco_manip"))
     parser.add_argument("--from-json", type=Path, nargs="+", default=None,
@@ -298,9 +303,11 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     if args.from_json is not None:
         results = [VariantResult(**r) for path in args.from_json for r in json.loads(path.read_text())]
+        results = [r for r in results if args.arms is None or r.arm in args.arms]
         print(table(results))
         plot(results, args.out / "curricula.png")
         return
+    args.arms = args.arms or ["joint_position"]
     results_path = args.out / "results.json"
     results = [VariantResult(**r) for r in json.loads(results_path.read_text())] if args.resume and results_path.exists() else []
     done = {r.key for r in results}

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """`wl_door`: the scripted expert, over the scripted lower level, pulls the door open past 60° with the tool at the
-handle: the task is solvable from its actions (commands and gripper)."""
+handle: the task is solvable from its actions (commands and gripper); and an upper policy cloned from the expert's
+demonstrations acts like it in episodes it never saw."""
 
 from __future__ import annotations
 
@@ -8,7 +9,12 @@ import torch
 
 from batonlab.env.env import BatonEnv
 from batonlab.env.terms import build_term
-from batonlab.tasks import make_task_cfg
+from batonlab.rl.cfg import TeacherCfg
+from batonlab.rl.expert_teacher import EXPERT_GROUP, expert_observations
+from batonlab.rl.runner import BatonRunner
+from batonlab.rl.vecenv import RslRlVecEnv
+from batonlab.tasks import make_agent_cfg, make_task_cfg
+from conftest import make_env
 
 EPISODES = 16
 """One episode per env, seed 0 (5 of 16 succeed; 5, 1 and 5 on seeds 0, 1, 2: docs/WL_TASKS.md)."""
@@ -29,3 +35,42 @@ def test_the_scripted_expert_pulls_the_door_open():
     assert bool(truncated.all()) and not bool(terminated.any())  # the cart neither falls nor diverges
     assert int(success.sum()) >= 3, (int(success.sum()), widest)
     assert int((widest > 0.7).sum()) >= 12, widest  # the latch released and the door pulled in most episodes
+
+
+def test_an_upper_policy_cloned_from_the_expert_acts_like_it_in_unseen_episodes():
+    """Behaviour cloning (Distillation with the expert acting at every step, β = 1) on seed 0's episodes; held out:
+    every 10th state of seed 1's whole expert episodes. The commands' error falls far below the mean action's."""
+    torch.manual_seed(0)
+    with_expert = lambda cfg: cfg.observations.update({EXPERT_GROUP: expert_observations(cfg.expert)})  # noqa: E731
+    held_out = RslRlVecEnv(make_env("wl_door_scripted", 16, seed=1, edit=with_expert))
+    obs, states = held_out.get_observations(), []
+    with torch.inference_mode():
+        for step in range(held_out.max_episode_length):
+            if step % 10 == 0:
+                states.append(obs.clone())
+            obs, *_ = held_out.step(obs[EXPERT_GROUP])
+    held_out.close()
+    states = torch.cat(states)
+    labels = states[EXPERT_GROUP]
+    agent = make_agent_cfg("wl_door_scripted")
+    agent.algorithm.class_name, agent.num_steps_per_env = "Distillation", 24
+    agent.teacher = TeacherCfg(obs_groups=[EXPERT_GROUP], expert=True)
+    agent.algorithm.distillation.teacher_action_prob = 1.0  # the expert acts: its demonstrations, labelled
+    runner = BatonRunner(RslRlVecEnv(make_env("wl_door_scripted", 16, seed=0, edit=with_expert)), agent)
+
+    def squared_errors() -> torch.Tensor:
+        with torch.inference_mode():
+            return ((runner.alg.student(states) - labels) ** 2).mean(0)
+
+    before = squared_errors()
+    runner.learn(16, progress=False)
+    after = squared_errors()
+    runner.env.close()
+    mean_action = ((labels - labels.mean(0)) ** 2).mean(0)
+    commands = slice(0, 8)
+    ratio = (after[commands].sum() / mean_action[commands].sum()).item()
+    print(f"\n[wl_door BC] held-out command MSE {before[commands].sum():.4f} -> {after[commands].sum():.4f} "
+          f"(mean action {mean_action[commands].sum():.4f}, ratio {ratio:.2f}); gripper {before[8]:.3f} -> "
+          f"{after[8]:.3f} (mean action {mean_action[8]:.3f})")
+    assert ratio < 0.35
+    assert after.sum() < 0.6 * before.sum() and after.sum() < mean_action.sum()

@@ -1,0 +1,150 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The wheel-legged robot's own tasks: success at λ = 0 of the scripted expert and of an upper policy cloned from it,
+over the scripted lower level and over a trained whole-body policy, per seed.
+
+    python bench/wl_tasks.py [--tasks wl_door] [--seeds 0 1 2] [--num-envs 256] [--iterations 60] [--episodes 64]
+                             [--lower-export RUN/exported] [--out bench_results/wl_tasks] [--resume]
+
+Per task and seed, each on `--episodes` play episodes (one per env, seed 10 000 + seed):
+- `expert / scripted`: the task's scripted expert over the scripted lower level (`<task>_scripted`);
+- `expert / trained`: the same expert over the frozen whole-body policy in `--lower-export` (`<task>`), if given;
+- `BC / scripted`: a student cloned from the expert (Distillation with the expert acting at every step, β = 1: its
+  demonstrations, labelled) for `--iterations` on `--num-envs` envs over the scripted level, then tested alone;
+- `BC / trained`: that student over the trained whole-body policy, if `--lower-export` is given.
+Success is the task's success term at the episode's end. `results.json` keeps every number (written after each run);
+`--resume` runs only what it lacks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from batonlab.cli import train as cli_train
+from batonlab.cli.common import build_invocation
+from batonlab.env.env import BatonEnv
+from batonlab.env.terms import build_term
+from batonlab.rl.evaluate import evaluate
+from batonlab.utils.files import atomic_write_text
+
+TASKS = ("wl_door",)
+"""The robot's tasks that exist (each with a `<task>_scripted` variant and a scripted expert)."""
+
+
+@dataclass
+class Result:
+    """One policy's test on one seed."""
+
+    task: str
+    policy: str
+    """`expert` or `BC`."""
+    lower: str
+    """`scripted` or `trained` (the whole-body policy of `--lower-export`)."""
+    seed: int
+    success: float
+    survival: float
+    train_s: float = 0.0
+    env_steps: int = 0
+
+    @property
+    def key(self) -> tuple:
+        return self.task, self.policy, self.lower, self.seed, self.env_steps
+
+
+def task_args(task: str, lower: str, export: str | None) -> list[str]:
+    """The `task=` and lower-level overrides of `task` over the `scripted` or `trained` (`export`) lower level."""
+    if lower == "scripted":
+        return [f"task={task}_scripted"]
+    return [f"task={task}", f"env.actions.commands.params.export={export}"]
+
+
+def test(task: str, lower: str, export: str | None, seed: int, episodes: int, student=None) -> tuple[float, float]:
+    """(success rate, survival) of `student` (an inference policy), or of the task's expert if None."""
+    cfg = build_invocation(task_args(task, lower, export), play=True).task
+    cfg.num_envs, cfg.seed = episodes, 10_000 + seed
+    env = BatonEnv(cfg)
+    if student is None:
+        expert = build_term(cfg.expert.func, cfg.expert.params, env, "expert")
+        policy = lambda obs: expert(env)  # noqa: E731 (the expert reads the env's exact state)
+    else:
+        policy = student
+    result = evaluate(env, policy, progress=False)
+    env.close()
+    return result.success_rate, 1.0 - float(result.terminated.mean())
+
+
+def clone(task: str, seed: int, num_envs: int, iterations: int, log_root: Path):
+    """Train a student on the expert's demonstrations over the scripted level; (inference policy, seconds, steps)."""
+    inv = build_invocation([*task_args(task, "scripted", None), f"seed={seed}", f"env.num_envs={num_envs}",
+                            f"max_iterations={iterations}", "agent.algorithm.class_name=Distillation", "teacher=expert",
+                            "agent.algorithm.distillation.teacher_action_prob=1.0", f"log_root={log_root}",
+                            "eval_episodes=0", "progress=false"])
+    result = cli_train.train(inv)
+    if result.interrupted or result.iterations != iterations:
+        raise SystemExit(f"[wl_tasks] {task} seed {seed}: stopped after {result.iterations} of {iterations} "
+                         f"iterations ({result.run_dir}); not recorded")
+    return result.policy, result.wall_s, result.env_steps
+
+
+def table(results: list[Result]) -> str:
+    """Markdown: success and survival per task, policy and lower level, mean ± std over seeds."""
+    rows = ["| task | upper level | lower level | seeds | success | survival | BC budget |", "|---|---|---|---|---|---|---|"]
+    groups: dict[tuple, list[Result]] = {}
+    for r in results:
+        groups.setdefault((r.task, r.policy, r.lower), []).append(r)
+    for (task, policy, lower), rs in groups.items():
+        success, survival = np.array([r.success for r in rs]), np.array([r.survival for r in rs])
+        budget = f"{rs[0].env_steps / 1e6:.2f}M steps, {np.mean([r.train_s for r in rs]):.0f} s" if policy == "BC" else "-"
+        rows.append(f"| {task} | {policy} | {lower} | {sorted(r.seed for r in rs)} | {success.mean():.3f} ± "
+                    f"{success.std():.3f} | {survival.mean():.3f} | {budget} |")
+    return "\n".join(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=TASKS)
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--num-envs", type=int, default=256)
+    parser.add_argument("--iterations", type=int, default=60)
+    parser.add_argument("--episodes", type=int, default=64)
+    parser.add_argument("--lower-export", default=None, help="a whole-body policy's export folder (wl_loco_manip_pose)")
+    parser.add_argument("--out", type=Path, default=Path("bench_results/wl_tasks"))
+    parser.add_argument("--resume", action="store_true", help="keep the results in OUT/results.json, run the rest")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / "results.json"
+    results = [Result(**r) for r in json.loads(path.read_text())] if args.resume and path.exists() else []
+    lowers = ["scripted"] + (["trained"] if args.lower_export else [])
+    export = str(Path(args.lower_export).resolve()) if args.lower_export else None
+
+    def record(result: Result) -> None:
+        results.append(result)
+        print(f"[wl_tasks] {result.task} seed {result.seed}: {result.policy} over the {result.lower} level: success "
+              f"{result.success:.3f}, survival {result.survival:.3f}", flush=True)
+        atomic_write_text(path, json.dumps([vars(r) for r in results], indent=1))
+
+    done = {r.key[:4] for r in results}
+    for task in args.tasks:
+        for seed in args.seeds:
+            for lower in lowers:
+                if (task, "expert", lower, seed) not in done:
+                    record(Result(task, "expert", lower, seed, *test(task, lower, export, seed, args.episodes)))
+            missing = [lower for lower in lowers if (task, "BC", lower, seed) not in done]
+            if not missing:
+                continue
+            torch.manual_seed(seed)
+            student, seconds, steps = clone(task, seed, args.num_envs, args.iterations, args.out / "logs")
+            for lower in missing:
+                scores = test(task, lower, export, seed, args.episodes, student)
+                record(Result(task, "BC", lower, seed, *scores, train_s=seconds, env_steps=steps))
+    print(table(results))
+    print(f"[wl_tasks] results: {path}")
+
+
+if __name__ == "__main__":
+    main()
