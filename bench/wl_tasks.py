@@ -3,14 +3,17 @@
 over the scripted lower level and over a trained whole-body policy, per seed.
 
     python bench/wl_tasks.py [--tasks wl_door] [--seeds 0 1 2] [--num-envs 256] [--iterations 60] [--episodes 64]
-                             [--lower-export RUN/exported] [--out bench_results/wl_tasks] [--resume]
+                             [--dagger-iterations 0] [--lower-export RUN/exported] [--out bench_results/wl_tasks]
+                             [--resume]
 
 Per task and seed, each on `--episodes` play episodes (one per env, seed 10 000 + seed):
 - `expert / scripted`: the task's scripted expert over the scripted lower level (`<task>_scripted`);
 - `expert / trained`: the same expert over the frozen whole-body policy in `--lower-export` (`<task>`), if given;
 - `BC / scripted`: a student cloned from the expert (Distillation with the expert acting at every step, β = 1: its
   demonstrations, labelled) for `--iterations` on `--num-envs` envs over the scripted level, then tested alone;
-- `BC / trained`: that student over the trained whole-body policy, if `--lower-export` is given.
+- `BC / trained`: that student over the trained whole-body policy, if `--lower-export` is given;
+- with `--dagger-iterations N`, `DAgger` instead of `BC`: β falls from 1 to 0 over the first N iterations, so that
+  the student learns on its own states too.
 Success is the task's success term at the episode's end. `results.json` keeps every number (written after each run);
 `--resume` runs only what it lacks.
 """
@@ -42,7 +45,7 @@ class Result:
 
     task: str
     policy: str
-    """`expert` or `BC`."""
+    """`expert`, `BC` or `DAgger`."""
     lower: str
     """`scripted` or `trained` (the whole-body policy of `--lower-export`)."""
     seed: int
@@ -78,11 +81,14 @@ def test(task: str, lower: str, export: str | None, seed: int, episodes: int, st
     return result.success_rate, 1.0 - float(result.terminated.mean())
 
 
-def clone(task: str, seed: int, num_envs: int, iterations: int, log_root: Path):
-    """Train a student on the expert's demonstrations over the scripted level; (inference policy, seconds, steps)."""
+def clone(task: str, seed: int, num_envs: int, iterations: int, dagger_iterations: int, log_root: Path):
+    """Train a student on the expert's demonstrations over the scripted level (β = 1, or falling to 0 over
+    `dagger_iterations`); (inference policy, seconds, steps)."""
     inv = build_invocation([*task_args(task, "scripted", None), f"seed={seed}", f"env.num_envs={num_envs}",
                             f"max_iterations={iterations}", "agent.algorithm.class_name=Distillation", "teacher=expert",
-                            "agent.algorithm.distillation.teacher_action_prob=1.0", f"log_root={log_root}",
+                            "agent.algorithm.distillation.teacher_action_prob=1.0",
+                            f"agent.algorithm.distillation.teacher_action_iterations={dagger_iterations}",
+                            f"log_root={log_root}",
                             "eval_episodes=0", "progress=false"])
     result = cli_train.train(inv)
     if result.interrupted or result.iterations != iterations:
@@ -93,13 +99,13 @@ def clone(task: str, seed: int, num_envs: int, iterations: int, log_root: Path):
 
 def table(results: list[Result]) -> str:
     """Markdown: success and survival per task, policy and lower level, mean ± std over seeds."""
-    rows = ["| task | upper level | lower level | seeds | success | survival | BC budget |", "|---|---|---|---|---|---|---|"]
+    rows = ["| task | upper level | lower level | seeds | success | survival | student budget |", "|---|---|---|---|---|---|---|"]
     groups: dict[tuple, list[Result]] = {}
     for r in results:
         groups.setdefault((r.task, r.policy, r.lower), []).append(r)
     for (task, policy, lower), rs in groups.items():
         success, survival = np.array([r.success for r in rs]), np.array([r.survival for r in rs])
-        budget = f"{rs[0].env_steps / 1e6:.2f}M steps, {np.mean([r.train_s for r in rs]):.0f} s" if policy == "BC" else "-"
+        budget = "-" if policy == "expert" else f"{rs[0].env_steps / 1e6:.2f}M steps, {np.mean([r.train_s for r in rs]):.0f} s"
         rows.append(f"| {task} | {policy} | {lower} | {sorted(r.seed for r in rs)} | {success.mean():.3f} ± "
                     f"{success.std():.3f} | {survival.mean():.3f} | {budget} |")
     return "\n".join(rows)
@@ -112,6 +118,7 @@ def main() -> None:
     parser.add_argument("--num-envs", type=int, default=256)
     parser.add_argument("--iterations", type=int, default=60)
     parser.add_argument("--episodes", type=int, default=64)
+    parser.add_argument("--dagger-iterations", type=int, default=0, help="β falls to 0 over these (0: BC, β = 1)")
     parser.add_argument("--lower-export", default=None, help="a whole-body policy's export folder (wl_loco_manip_pose)")
     parser.add_argument("--out", type=Path, default=Path("bench_results/wl_tasks"))
     parser.add_argument("--resume", action="store_true", help="keep the results in OUT/results.json, run the rest")
@@ -129,19 +136,21 @@ def main() -> None:
         atomic_write_text(path, json.dumps([vars(r) for r in results], indent=1))
 
     done = {r.key[:4] for r in results}
+    student_name = "DAgger" if args.dagger_iterations else "BC"
     for task in args.tasks:
         for seed in args.seeds:
             for lower in lowers:
                 if (task, "expert", lower, seed) not in done:
                     record(Result(task, "expert", lower, seed, *test(task, lower, export, seed, args.episodes)))
-            missing = [lower for lower in lowers if (task, "BC", lower, seed) not in done]
+            missing = [lower for lower in lowers if (task, student_name, lower, seed) not in done]
             if not missing:
                 continue
             torch.manual_seed(seed)
-            student, seconds, steps = clone(task, seed, args.num_envs, args.iterations, args.out / "logs")
+            student, seconds, steps = clone(task, seed, args.num_envs, args.iterations, args.dagger_iterations,
+                                            args.out / "logs")
             for lower in missing:
                 scores = test(task, lower, export, seed, args.episodes, student)
-                record(Result(task, "BC", lower, seed, *scores, train_s=seconds, env_steps=steps))
+                record(Result(task, student_name, lower, seed, *scores, train_s=seconds, env_steps=steps))
     print(table(results))
     print(f"[wl_tasks] results: {path}")
 

@@ -1,0 +1,81 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""How a trained whole-body policy follows commands held as an upper level holds them: base speed and yaw rate
+measured per held command, the tool held at one point of the arm base frame.
+
+    python bench/held_commands.py --export RUN/exported [--commands 0,0 0,0.4 0.2,0 -0.2,0] [--tool 0.3 0 -0.05]
+                                  [--envs 16] [--seed 0] [--settle-s 1] [--measure-s 2]
+
+Each command starts from a reset of `wl_door` (its lower level: the export), is held for `--settle-s` and then
+measured over `--measure-s`: the mean speed along the starting heading [m/s] and yaw rate [rad/s] over the envs, with their spread.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+from batonlab.env.env import BatonEnv
+from batonlab.tasks import make_task_cfg
+from batonlab.utils.quaternions import yaw_from_quat
+
+
+def held_command_rates(env: BatonEnv, speed: float, yaw_rate: float, tool: tuple[float, float, float] | None,
+                       settle_steps: int, measure_steps: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per env: (forward speed along the starting heading [m/s], yaw rate [rad/s]) under the held command, from a
+    reset."""
+    env.reset()
+    term = env.action_manager.terms["commands"]
+    pose = term.stowed_pose().expand(env.num_envs, 7).clone()
+    if tool is not None:
+        pose[:, :3] = torch.tensor(tool)
+    actions = torch.zeros(env.num_envs, env.num_actions)
+    actions[:, term_slice(env)] = term.actions_for(torch.tensor([[speed, yaw_rate]]).expand(env.num_envs, 2), pose)
+    for _ in range(settle_steps):
+        env.step(actions)
+    start_xy, start_yaw = env.sim.qpos[:, :2].clone(), yaw_from_quat(env.sim.qpos[:, 3:7])
+    turned = torch.zeros(env.num_envs)
+    last_yaw = start_yaw
+    for _ in range(measure_steps):
+        env.step(actions)
+        yaw = yaw_from_quat(env.sim.qpos[:, 3:7])
+        turned += torch.remainder(yaw - last_yaw + torch.pi, 2 * torch.pi) - torch.pi  # unwrapped
+        last_yaw = yaw
+    seconds = measure_steps * env.step_dt
+    heading = torch.stack([torch.cos(start_yaw), torch.sin(start_yaw)], dim=1)
+    return ((env.sim.qpos[:, :2] - start_xy) * heading).sum(1) / seconds, turned / seconds
+
+
+def term_slice(env: BatonEnv) -> slice:
+    """The command layer's columns of the action vector."""
+    return env.action_manager.term_slice("commands")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--export", required=True, help="a wl_loco_manip_pose export folder")
+    parser.add_argument("--commands", nargs="+", default=["0,0", "0,0.4", "0.2,0", "-0.2,0"],
+                        help="held commands, speed [m/s],yaw rate [rad/s]")
+    parser.add_argument("--tool", nargs=3, type=float, default=[0.3, 0.0, -0.05],
+                        help="the tool point held [m, arm base frame]")
+    parser.add_argument("--envs", type=int, default=16)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--settle-s", type=float, default=1.0)
+    parser.add_argument("--measure-s", type=float, default=2.0)
+    args = parser.parse_args()
+    cfg = make_task_cfg("wl_door", play=True)
+    cfg.actions["commands"].params["export"] = args.export
+    cfg.num_envs, cfg.seed = args.envs, args.seed
+    env = BatonEnv(cfg)
+    steps = lambda s: round(s / env.step_dt)  # noqa: E731
+    print("| held command (speed, yaw rate) | speed [m/s] | yaw rate [rad/s] |\n|---|---|---|")
+    for text in args.commands:
+        speed, yaw_rate = (float(v) for v in text.split(","))
+        v, w = held_command_rates(env, speed, yaw_rate, tuple(args.tool), steps(args.settle_s), steps(args.measure_s))
+        print(f"| {speed:+.2f} m/s, {yaw_rate:+.2f} rad/s | {v.mean():.3f} ± {v.std():.3f} | {w.mean():+.3f} ± "
+              f"{w.std():.3f} |", flush=True)
+    env.close()
+
+
+if __name__ == "__main__":
+    main()
