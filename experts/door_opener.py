@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""`wl_door`'s scripted expert: drive to the door, take the lever from the front, press it down, pull the door open
+"""`wl_door`'s scripted expert: drive to the door, take the lever from above its front, press it down, pull the door open
 along its arc while the base backs away. It issues the command layer's actions (base speed and yaw rate, tool pose)
 and the gripper's, all in the arm base frame, from exact door state.
 
@@ -7,6 +7,8 @@ Reactive, like `arm_push_grasp`'s expert: its phase is a function of what it see
 angles, finger opening), never of its own past, so a student that sees the same state gets the same label."""
 
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -44,8 +46,11 @@ class DoorOpenerExpert(ExpertTerm):
             point [m]), `normal` (panel front normal), `lever` (lever direction), `hinge` (a point on the hinge axis
             [m]), `axis` (the hinge's opening axis), `door_angle`, `handle_angle` [rad].
         reach_x: The base holds the handle this far ahead of the arm base [m].
-        standoff: The tool lines up this far in front of the lever before sliding onto it [m].
-        depth: The tool point goes this far past the lever, toward the door, so that the pads hold it deep [m].
+        standoff: The tool lines up this far back from the lever, along the approach, before sliding onto it [m].
+        depth: The tool point goes this far past the lever along the approach, so that the pads hold it deep [m].
+        tilt: The jaw's approach, tilted up from the panel's normal [rad]: 0 comes from the room into the panel, the
+            fingers above and below the lever (a pull slides the lever out of the jaw's mouth: friction alone holds
+            it); π/2 comes down onto the lever, the fingers in front of and behind it (the front one hooks it).
         release_angle: The lever is pressed until it passes this angle (the latch clears at ~0.5 rad) [rad].
         hold_angle: The door is pulled to this angle and held there [rad].
         commands, gripper: The action terms.
@@ -53,12 +58,12 @@ class DoorOpenerExpert(ExpertTerm):
 
     def __init__(self, env, sensors: dict[str, str], reach_x: float = 0.42, standoff: float = 0.08, depth: float = 0.025,
                  release_angle: float = 0.6, hold_angle: float = 1.25, commands: str = "commands",
-                 gripper: str = "gripper"):
+                 gripper: str = "gripper", tilt: float = 0.9):
         self.env, self.sensors = env, dict(sensors)
         for name in self.sensors.values():
             env.sim.sensor(name)  # fail now on a wrong name
         self.reach_x, self.standoff, self.release_angle, self.hold_angle = reach_x, standoff, release_angle, hold_angle
-        self.depth = depth
+        self.depth, self.tilt = depth, tilt
         self.term = env.action_manager.terms[commands]
         self.commands_slice = env.action_manager.term_slice(commands)
         self.gripper_slice = env.action_manager.term_slice(gripper)
@@ -70,12 +75,17 @@ class DoorOpenerExpert(ExpertTerm):
         """The sensor named by `sensors[name]`, (num_envs, k)."""
         return self.env.sim.sensor(self.sensors[name])
 
-    def grasp_rotation(self, normal: torch.Tensor, lever: torch.Tensor) -> torch.Tensor:
-        """(num_envs, 3, 3) tool rotation: approach (tool z) into the panel, finger axis (tool y) across the lever."""
-        z = -normal
-        y = torch.linalg.cross(lever, normal, dim=1)
-        y = torch.where((y[:, 2:] < 0), -y, y)  # the jaw is symmetric: keep the upper finger on top
-        y = y / y.norm(dim=1, keepdim=True).clamp_min(1e-6)
+    def approach(self, normal: torch.Tensor, lever: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """((num_envs, 3) the direction the tool comes from, toward the lever; (num_envs, 3) the finger axis)."""
+        up = torch.linalg.cross(lever, normal, dim=1)
+        up = torch.where((up[:, 2:] < 0), -up, up)  # across the lever and the normal, upward
+        up = up / up.norm(dim=1, keepdim=True).clamp_min(1e-6)
+        cos, sin = math.cos(self.tilt), math.sin(self.tilt)
+        return cos * normal + sin * up, cos * up - sin * normal
+
+    def grasp_rotation(self, approach: torch.Tensor, fingers: torch.Tensor) -> torch.Tensor:
+        """(num_envs, 3, 3) tool rotation: approach (tool z) against `approach`, finger axis (tool y) along `fingers`."""
+        z, y = -approach, fingers
         x = torch.linalg.cross(y, z, dim=1)
         return torch.stack([x, y, z], dim=2)
 
@@ -87,13 +97,14 @@ class DoorOpenerExpert(ExpertTerm):
         tool = self.read("tool")
         opening = env.sim.qpos[:, self.finger_adr[0]]
 
-        goal = quat_from_matrix(self.grasp_rotation(normal, lever))
+        approach, fingers = self.approach(normal, lever)
+        goal = quat_from_matrix(self.grasp_rotation(approach, fingers))
         here = self.read("tool_quat")
         turn = quat_angle_between(here, goal)
-        grasp = handle - self.depth * normal  # the lever sits this deep between the pads, not at their tips
+        grasp = handle - self.depth * approach  # the lever sits this deep between the pads, not at their tips
         offset = tool - grasp
-        along = (offset * normal).sum(1)  # > 0: the tool is in front of the grasp point
-        across = (offset - along[:, None] * normal).norm(dim=1)
+        along = (offset * approach).sum(1)  # > 0: the tool is on the approach side of the grasp point
+        across = (offset - along[:, None] * approach).norm(dim=1)
         near = offset.norm(dim=1)
         in_reach = handle[:, 0] < self.reach_x + 0.05
         lined_up = in_reach & (across < 0.04) & (along > -0.01)
@@ -114,7 +125,7 @@ class DoorOpenerExpert(ExpertTerm):
         # The tool: held ready while driving, in front of the lever, around it, pressing it down, or a little ahead
         # of it along the door's arc.
         ready = torch.tensor(READY_POINT, device=env.device).expand_as(handle)
-        target = torch.where((phase == DRIVE)[:, None], ready, grasp + self.standoff * normal)
+        target = torch.where((phase == DRIVE)[:, None], ready, grasp + self.standoff * approach)
         target = torch.where((phase >= SLIDE_IN)[:, None], grasp, target)
         press = torch.zeros_like(handle)
         press[:, 2] = -0.025

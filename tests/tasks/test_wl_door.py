@@ -17,7 +17,7 @@ from batonlab.tasks import make_agent_cfg, make_task_cfg
 from conftest import make_env
 
 EPISODES = 16
-"""One episode per env, seed 0 (5 of 16 succeed; 5, 1 and 5 on seeds 0, 1, 2: docs/WL_TASKS.md)."""
+"""One episode per env, seed 0 (8 of 16 succeed; 47 of 96 over seeds 0-5: docs/WL_TASKS.md)."""
 
 
 def test_the_scripted_expert_pulls_the_door_open():
@@ -33,8 +33,8 @@ def test_the_scripted_expert_pulls_the_door_open():
         success |= extras["success"] & (terminated | truncated)
     env.close()
     assert bool(truncated.all()) and not bool(terminated.any())  # the cart neither falls nor diverges
-    assert int(success.sum()) >= 3, (int(success.sum()), widest)
-    assert int((widest > 0.7).sum()) >= 12, widest  # the latch released and the door pulled in most episodes
+    assert int(success.sum()) >= 5, (int(success.sum()), widest)
+    assert int((widest > 0.7).sum()) >= 8, widest  # the latch released and the door pulled in most episodes
 
 
 def test_an_upper_policy_cloned_from_the_expert_acts_like_it_in_unseen_episodes():
