@@ -30,7 +30,7 @@ def held_command_rates(env: BatonEnv, speed: float, yaw_rate: float, tool: tuple
     if tool is not None:
         pose[:, :3] = torch.tensor(tool)
     actions = torch.zeros(env.num_envs, env.num_actions)
-    actions[:, term_slice(env)] = term.actions_for(torch.tensor([[speed, yaw_rate]]).expand(env.num_envs, 2), pose)
+    actions[:, env.action_manager.term_slice("commands")] = term.actions_for(torch.tensor([[speed, yaw_rate]]).expand(env.num_envs, 2), pose)
     for _ in range(settle_steps):
         env.step(actions)
     start_xy, start_yaw = env.sim.qpos[:, :2].clone(), yaw_from_quat(env.sim.qpos[:, 3:7])
@@ -44,11 +44,6 @@ def held_command_rates(env: BatonEnv, speed: float, yaw_rate: float, tool: tuple
     seconds = measure_steps * env.step_dt
     heading = torch.stack([torch.cos(start_yaw), torch.sin(start_yaw)], dim=1)
     return ((env.sim.qpos[:, :2] - start_xy) * heading).sum(1) / seconds, turned / seconds
-
-
-def term_slice(env: BatonEnv) -> slice:
-    """The command layer's columns of the action vector."""
-    return env.action_manager.term_slice("commands")
 
 
 def main() -> None:
