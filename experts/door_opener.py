@@ -14,7 +14,8 @@ import torch
 
 from batonlab.env.terms import ExpertTerm
 from batonlab.robots.arm6 import GRIPPER_JOINT
-from batonlab.utils.quaternions import quat_angle_between, quat_canonical, quat_from_matrix, quat_slerp
+from batonlab.experts.jaw import glide, jaw_rotation
+from batonlab.utils.quaternions import quat_angle_between, quat_from_matrix
 
 DRIVE, ALIGN, SLIDE_IN, CLOSE, PRESS, PULL = range(6)
 """The expert's phases (rules later in this list win where several hold)."""
@@ -83,12 +84,6 @@ class DoorOpenerExpert(ExpertTerm):
         cos, sin = math.cos(self.tilt), math.sin(self.tilt)
         return cos * normal + sin * up, cos * up - sin * normal
 
-    def grasp_rotation(self, approach: torch.Tensor, fingers: torch.Tensor) -> torch.Tensor:
-        """(num_envs, 3, 3) tool rotation: approach (tool z) against `approach`, finger axis (tool y) along `fingers`."""
-        z, y = -approach, fingers
-        x = torch.linalg.cross(y, z, dim=1)
-        return torch.stack([x, y, z], dim=2)
-
     def __call__(self, env) -> torch.Tensor:
         """(num_envs, num_actions) the expert's actions for the current state."""
         handle, normal, lever = self.read("handle"), self.read("normal"), self.read("lever")
@@ -98,7 +93,7 @@ class DoorOpenerExpert(ExpertTerm):
         opening = env.sim.qpos[:, self.finger_adr[0]]
 
         approach, fingers = self.approach(normal, lever)
-        goal = quat_from_matrix(self.grasp_rotation(approach, fingers))
+        goal = quat_from_matrix(jaw_rotation(approach, fingers))
         here = self.read("tool_quat")
         turn = quat_angle_between(here, goal)
         grasp = handle - self.depth * approach  # the lever sits this deep between the pads, not at their tips
@@ -134,13 +129,7 @@ class DoorOpenerExpert(ExpertTerm):
         pressing = (door_angle < 0.15) & (handle_angle < self.release_angle + 0.1)  # keep the latch open, no harder
         swing = self._turn(handle - hinge, axis, ahead) + hinge + press * pressing[:, None]  # from where the lever is
         target = torch.where((phase == PULL)[:, None], swing, target)
-        step = target - tool
-        distance = step.norm(dim=1)
-        target = tool + step * (LEAD / step.norm(dim=1, keepdim=True).clamp_min(LEAD))
-        # Far from its target the tool moves first and turns later: a DLS step that must do both from a folded arm
-        # can stall between them.
-        max_turn = MAX_TURN * (1.0 - distance / TURN_NEAR).clamp(0.0, 1.0)
-        quat = quat_canonical(quat_slerp(here, goal, (max_turn / turn.clamp_min(1e-6)).clamp(max=1.0)))
+        target, quat = glide(tool, target, here, goal, LEAD, MAX_TURN, TURN_NEAR)
 
         # The base: keep the handle at reach (backing away as the door comes), face it until the grasp.
         # While pulling, the base keeps the handle farther (the opening panel sweeps toward its legs) and backs faster.

@@ -5,7 +5,8 @@ Installed as `batonlab.observations`; each module holds one family of terms, all
 
 from batonlab.observations.commands import generated_command
 from batonlab.observations.door import contacts_relaxed, door_physics, joint_angle, sensor_offset
-from batonlab.observations.objects import body_lin_vel, body_pos, body_quat, ee_to_body, object_physics, touch_flags
+from batonlab.observations.objects import (body_lin_vel, body_pos, body_quat, ee_to_body, holder_velocity_heading,
+                                          object_physics, touch_flags)
 from batonlab.observations.privileges import privilege_level
 from batonlab.observations.proprioception import joint_pos_rel, joint_vel, last_action
 from batonlab.observations.root_state import (

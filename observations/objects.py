@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import torch
 
+from batonlab.observations.root_state import root_quat_w
+from batonlab.utils.quaternions import yaw_from_quat
+
 
 def body_pos(env, body: str) -> torch.Tensor:
     """Position of a free body in the world frame [m], (num_envs, 3)."""
@@ -38,3 +41,12 @@ def object_physics(env, event: str) -> torch.Tensor:
 def ee_to_body(env, body: str, sensor: str) -> torch.Tensor:
     """Vector from a world-frame position sensor (the tool point) to a free body [m], (num_envs, 3)."""
     return body_pos(env, body) - env.sim.sensor(sensor)
+
+
+def holder_velocity_heading(env, event: str, joint: str = "root") -> torch.Tensor:
+    """(num_envs, 2) a moving holder's velocity in the robot's heading frame [m/s], from the `RandomizeHolderPath`
+    event named `event` (simulation only)."""
+    yaw = yaw_from_quat(root_quat_w(env, joint))
+    velocity = env.event_manager.terms[event].velocity
+    cos, sin = torch.cos(yaw), torch.sin(yaw)
+    return torch.stack([cos * velocity[:, 0] + sin * velocity[:, 1], cos * velocity[:, 1] - sin * velocity[:, 0]], 1)

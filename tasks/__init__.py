@@ -179,6 +179,7 @@ def _load_builtin_tasks() -> None:
         reach,
         velocity,
         wl_balance,
+        wl_baton,
         wl_door,
         wl_loco_manip,
         wl_velocity,

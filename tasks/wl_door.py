@@ -143,10 +143,12 @@ def door_policy_observations(play: bool) -> ObsGroupCfg:
     }, enable_corruption=not play)
 
 
-def make_wl_door_cfg(play: bool = False, export: str | None = None, scripted: bool = False) -> TaskCfg:
+def make_command_layer_cfg(play: bool = False, export: str | None = None, scripted: bool = False) -> TaskCfg:
+    """What the wheel-legged robot's own tasks share: the scene's robot, its sensors, costs and terminations, the
+    commands and the gripper as actions (executed by the trained whole-body policy's `export`, or `scripted`), the
+    commands held for as long as the upper level holds them, and the robot's start. A task adds its scene, events,
+    rewards, observations, expert and success."""
     cfg = make_wl_loco_manip_pose_cfg(play=True)  # scene sensors, commands, costs, terminations; no curricula
-    cfg.scene.build = make_wl_door_scene_spec
-    cfg.scene.camera = DOOR_CAMERA
     cfg.num_envs = 16 if play else 512
     cfg.episode_length_s = 15.0
     commands = scripted_whole_body_action() if scripted else whole_body_policy_action(export)
@@ -159,6 +161,20 @@ def make_wl_door_cfg(play: bool = False, export: str | None = None, scripted: bo
         command.resampling_time_range_s = (1e9, 1e9)  # the policy holds them
     cfg.events["reset_base"].params["position_range"].update(x=(-0.05, 0.05), y=(-0.05, 0.05))
     cfg.events["reset_base"].params["orientation_range"]["yaw"] = (-0.2, 0.2)
+    cfg.curriculum = {}
+    if scripted:
+        # Stiff legs and wheels (the scripted level holds the legs still, it does not move them to balance) and the
+        # torso held upright (by the scripted level): the robot becomes a differential-drive cart carrying the arm.
+        cfg.events["actuator_gains"].params.update(joints=wl.LEG_JOINTS + wl.WHEEL_JOINTS, kp_scale_range=SCRIPTED_GAIN_SCALE,
+                                                   kd_scale_range=SCRIPTED_GAIN_SCALE, strength_range=(1.0, 1.0))
+    return cfg
+
+
+def make_wl_door_cfg(play: bool = False, export: str | None = None, scripted: bool = False) -> TaskCfg:
+    """`wl_door` over the trained whole-body policy's `export` (or `scripted`)."""
+    cfg = make_command_layer_cfg(play, export, scripted)
+    cfg.scene.build = make_wl_door_scene_spec
+    cfg.scene.camera = DOOR_CAMERA
     cfg.events["door"] = EventTermCfg(
         func=events.RandomizeDoor, mode="reset",
         params={"x_range": (-0.1, 0.1), "y_range": (-0.08, 0.08), "yaw_range": (-0.2, 0.2), "width_scale": (0.85, 1.0),
@@ -183,17 +199,11 @@ def make_wl_door_cfg(play: bool = False, export: str | None = None, scripted: bo
             "door_physics": ObsTermCfg(func=observations.door_physics, params={"event": "door"}),
         }, privileged=True),
     }
-    cfg.curriculum = {}
     cfg.expert = TermCfg(func=DoorOpenerExpert, params={"sensors": {
         "tool": EE_SENSOR, "tool_quat": EE_QUAT_SENSOR, "handle": door_asset.HANDLE_POS_B_SENSOR, "normal": PANEL_NORMAL_B_SENSOR,
         "lever": LEVER_B_SENSOR, "hinge": HINGE_POS_B_SENSOR, "axis": HINGE_AXIS_B_SENSOR,
         "door_angle": door_asset.ANGLE_SENSOR, "handle_angle": door_asset.HANDLE_ANGLE_SENSOR}})
     cfg.success = TermCfg(func=door.DoorPulledOpen, params={**opened, **handle, "radius": HOLD_RADIUS})
-    if scripted:
-        # Stiff legs and wheels (the scripted level holds the legs still, it does not move them to balance) and the
-        # torso held upright (by the scripted level): the robot becomes a differential-drive cart carrying the arm.
-        cfg.events["actuator_gains"].params.update(joints=wl.LEG_JOINTS + wl.WHEEL_JOINTS, kp_scale_range=SCRIPTED_GAIN_SCALE,
-                                                   kd_scale_range=SCRIPTED_GAIN_SCALE, strength_range=(1.0, 1.0))
     return cfg
 
 
@@ -204,14 +214,14 @@ def make_wl_door_scripted_cfg(play: bool = False) -> TaskCfg:
     return make_wl_door_cfg(play, scripted=True)
 
 
-def make_wl_door_agent_cfg() -> RunnerCfg:
+def make_command_layer_agent_cfg(experiment: str = "wl_door") -> RunnerCfg:
     """PPO over the commands; actor and critic read the deployable and the privileged groups (a teacher)."""
     groups = ["policy", "privileged"]
-    return ppo_agent_cfg("wl_door", ITERATIONS, hidden_dims=(256, 128, 64),
+    return ppo_agent_cfg(experiment, ITERATIONS, hidden_dims=(256, 128, 64),
                          obs_groups={"actor": list(groups), "critic": list(groups), "student": ["policy"]}, gamma=0.99)
 
 
-register("wl_door", make_wl_door_cfg, make_wl_door_agent_cfg,
+register("wl_door", make_wl_door_cfg, make_command_layer_agent_cfg,
          "wheel-legged robot with arm opens a latched door: commands to a frozen whole-body policy (export=...)")
-register("wl_door_scripted", make_wl_door_scripted_cfg, make_wl_door_agent_cfg,
+register("wl_door_scripted", make_wl_door_scripted_cfg, make_command_layer_agent_cfg,
          "wl_door with a scripted lower level and the torso held upright (privileged: experts and tests)")
