@@ -4,7 +4,7 @@
 Installed as `batonlab.events`; each module holds one family of terms, all re-exported here for task configs."""
 
 from batonlab.events.door import RandomizeDoor
-from batonlab.events.holder import RandomizeHolderPath, move_holder
+from batonlab.events.holder import RandomizeHolderPath, move_holder, redraw_holder_turn
 from batonlab.events.joints import hold_default_pose, reset_joints_uniform
 from batonlab.events.objects import RandomizeObject
 from batonlab.events.physics import (

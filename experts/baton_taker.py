@@ -123,10 +123,10 @@ class BatonTakerExpert(ExpertTerm):
         # faces the baton (or the holder).
         carrying = phase == CARRY
         gap = torch.where(carrying, holder[:, 0] - self.follow_distance, baton[:, 0] - self.reach_x)
-        speed = (holder_velocity[:, 0] + 1.0 * gap).clamp(-0.3, 0.6)
+        speed = (holder_velocity[:, 0] + 1.0 * gap).clamp(-0.3, 0.9)
         aim = torch.where(carrying[:, None], holder[:, :2], baton[:, :2])
         bearing = torch.atan2(aim[:, 1], aim[:, 0].clamp_min(0.1))
-        yaw_rate = (1.5 * bearing).clamp(-0.6, 0.6)
+        yaw_rate = (1.5 * bearing).clamp(-0.8, 0.8)
         actions = torch.zeros(env.num_envs, env.num_actions, device=env.device)
         actions[:, self.commands_slice] = self.term.actions_for(torch.stack([speed, yaw_rate], 1),
                                                                 torch.cat([target, quat], 1))

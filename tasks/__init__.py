@@ -180,6 +180,7 @@ def _load_builtin_tasks() -> None:
         velocity,
         wl_balance,
         wl_baton,
+        wl_chase,
         wl_door,
         wl_loco_manip,
         wl_velocity,

@@ -71,8 +71,9 @@ def make_table_spec(name: str) -> mujoco.MjSpec:
     return spec
 
 
-def add_look_at_camera(spec: mujoco.MjSpec, name: str, eye, look) -> None:
-    """A fixed camera at `eye` looking at `look` (world frame) [m]."""
+def add_look_at_camera(spec: mujoco.MjSpec, name: str, eye, look, body: str | None = None) -> None:
+    """A camera at `eye` looking at `look` (world frame, at the model's initial pose) [m]: fixed, or following `body`
+    at that offset, its orientation fixed (MuJoCo's `trackcom`: for a robot that drives out of a fixed view)."""
     eye, look = np.asarray(eye, dtype=float), np.asarray(look, dtype=float)
     forward = (look - eye) / np.linalg.norm(look - eye)
     right = np.cross(forward, [0, 0, 1])
@@ -80,7 +81,12 @@ def add_look_at_camera(spec: mujoco.MjSpec, name: str, eye, look) -> None:
     up = np.cross(right, forward)
     quat = np.zeros(4)
     mujoco.mju_mat2Quat(quat, np.column_stack([right, up, -forward]).flatten())
-    spec.worldbody.add_camera(name=name, pos=eye.tolist(), quat=quat.tolist())
+    if body is None:
+        spec.worldbody.add_camera(name=name, pos=eye.tolist(), quat=quat.tolist())
+        return
+    follow = spec.body(body)  # a root body, unrotated at the initial pose: its frame is the world's, shifted
+    spec.body(body).add_camera(name=name, pos=(eye - np.asarray(follow.pos, dtype=float)).tolist(), quat=quat.tolist(),
+                               mode=mujoco.mjtCamLight.mjCAMLIGHT_TRACKCOM)
 
 
 def add_box_object(spec: mujoco.MjSpec, name: str, half_size, mass: float, pos, friction: float = 1.0,

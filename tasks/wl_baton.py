@@ -10,7 +10,8 @@ them on the scripted lower level, the expert's variant).
 
 Observation groups:
 - `policy` (deployable): the base's angular velocity and gravity direction, the tool pose and gripper opening, the
-  baton's and the holder's positions in the arm base frame (as perception reports them: noisy, late), the last action;
+  baton's and the holder's positions in the arm base frame over the last 4 steps (as perception reports them: noisy,
+  late), the last action;
 - `privileged` (simulation only): the exact tool-to-baton vector, the holder's velocity in the arm base's heading
   frame, what the path drew, the pads' contacts.
 """
@@ -25,6 +26,7 @@ from batonlab.experts import BatonTakerExpert
 from batonlab.rewards import baton, manipulation, regularizers
 from batonlab.rl.cfg import RunnerCfg
 from batonlab.robots import baton as baton_asset
+from batonlab.robots import wheel_legged as wl
 from batonlab.robots.arm6 import GRIPPER_JOINT
 from batonlab.tasks import register
 from batonlab.tasks.table_scene import FINGER_PADS, add_look_at_camera
@@ -52,8 +54,11 @@ FOLLOW_RANGE = (0.25, 1.2)
 FOLLOW_DISTANCE = 0.6
 """The distance to the holder the follow reward prefers [m]."""
 
+HISTORY = 4
+"""Frames of the baton's and the holder's positions the policy sees (0.08 s)."""
+
 BATON_CAMERA = "baton_view"
-"""A fixed camera behind and to the left of the robot, on the robot and the holder's first metres."""
+"""A camera that follows the robot from behind and to its left, looking 0.7 m ahead of it."""
 
 
 def make_wl_baton_scene_spec() -> mujoco.MjSpec:
@@ -64,7 +69,7 @@ def make_wl_baton_scene_spec() -> mujoco.MjSpec:
     # the episode); a few no-slip iterations stop it (under 0.01 mm/s).
     spec.option.noslip_iterations = 3
     baton_asset.add_baton_holder(spec, pos=(*HOLDER_START, HOLDER_HEIGHT), base_site="arm_base_site", pads=FINGER_PADS)
-    add_look_at_camera(spec, BATON_CAMERA, eye=(-0.6, 1.6, 1.5), look=(1.2, 0.0, 0.35))
+    add_look_at_camera(spec, BATON_CAMERA, eye=(-1.0, 2.2, 2.0), look=(0.7, 0.0, 0.3), body=wl.BASE_BODY)
     return spec
 
 
@@ -77,8 +82,11 @@ def baton_policy_observations(play: bool) -> ObsGroupCfg:
         "ee_pose": ObsTermCfg(func=observations.sensor_pose, noise_std=0.005,
                               params={"name": EE_POSE, "position": EE_SENSOR, "orientation": EE_QUAT_SENSOR}),
         "gripper": ObsTermCfg(func=observations.joint_pos_rel, params={"joints": (GRIPPER_JOINT,)}, noise_std=0.001),
-        "baton_pos": ObsTermCfg(func=observations.sensor, params={"name": baton_asset.BATON_POS_B_SENSOR}, **late),
-        "holder_pos": ObsTermCfg(func=observations.sensor, params={"name": baton_asset.HOLDER_POS_B_SENSOR}, **late),
+        # The last frames of both: how they move (the holder does not wait for the robot).
+        "baton_pos": ObsTermCfg(func=observations.sensor, params={"name": baton_asset.BATON_POS_B_SENSOR},
+                                history_length=HISTORY, **late),
+        "holder_pos": ObsTermCfg(func=observations.sensor, params={"name": baton_asset.HOLDER_POS_B_SENSOR},
+                                 history_length=HISTORY, **late),
         "last_action": ObsTermCfg(func=observations.last_action),
     }, enable_corruption=not play)
 

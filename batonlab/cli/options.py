@@ -38,6 +38,7 @@ class PlayOptions:
     video_height: int
     video_width: int
     record_episodes: int
+    expert: bool
 
 
 @dataclass

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""`batonlab play task=NAME [run_dir=…] [play.num_episodes=200]`: success rate and a video."""
+"""`batonlab play task=NAME [run_dir=…] [play.num_episodes=200]`: success rate and a video (of a trained policy, or
+of the task's scripted expert with `play.expert=true`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from pathlib import Path
 
 from batonlab.cli.common import INTERRUPTED, CliError, Invocation, StopRequest, seed_everything, stop_on_signals
 from batonlab.cli.policy_loading import load_trained
+from batonlab.env.env import BatonEnv
+from batonlab.env.terms import build_term
 from batonlab.logs.sim_recorder import EpisodeRecorder, RecordingError
 from batonlab.rl.evaluate import evaluate
 from batonlab.sim.render import write_mp4
@@ -20,13 +23,20 @@ def run(inv: Invocation) -> int:
     top = inv.top
     seed_everything(top.seed)
     inv.task.num_envs = top.play.num_episodes
-    env, runner, run_dir, ckpt = load_trained(inv)
-    if top.verbose:
-        print(runner.model_summary, end="")
-    policy = runner.inference_policy()
+    if top.play.expert:
+        env, policy, run_dir, ckpt = _expert(inv)
+    else:
+        env, runner, run_dir, ckpt = load_trained(inv)
+        if top.verbose:
+            print(runner.model_summary, end="")
+        policy = runner.inference_policy()
     video_ids = tuple(range(min(top.play.video_episodes, env.num_envs))) if top.play.video else ()
     size = (top.play.video_height, top.play.video_width)
-    recorder = _recorder(inv, env, run_dir, ckpt) if top.record else None
+    try:
+        recorder = _recorder(inv, env, run_dir, ckpt) if top.record else None
+    except RecordingError as err:
+        env.close()
+        raise CliError(str(err)) from None
     stop = StopRequest()
     try:
         with stop_on_signals(stop):
@@ -64,6 +74,19 @@ def run(inv: Invocation) -> int:
         print(f"[batonlab] video: {video} ({len(result.frames)} frames)")
     env.close()
     return 0
+
+
+def _expert(inv: Invocation):
+    """The env, the task's scripted expert as a policy, its output folder, and what metrics and bags name as the
+    policy ("expert"), for `play.expert=true`."""
+    if inv.task.expert is None:
+        raise CliError(f"task '{inv.task_name}' has no scripted expert (play.expert=true plays one)")
+    if inv.top.run_dir or inv.top.checkpoint:
+        raise CliError("play.expert=true plays the task's scripted expert: drop run_dir= / checkpoint=")
+    env = BatonEnv(inv.task)
+    expert = build_term(inv.task.expert.func, inv.task.expert.params, env, "expert")
+    run_dir = Path(inv.top.log_root) / inv.agent.experiment_name / "expert"
+    return env, (lambda obs: expert(env)), run_dir, Path("expert")
 
 
 def _close_after_fault(recorder) -> None:

@@ -91,6 +91,11 @@ class EpisodeRecorder:
         self.obs_group = obs_group
         self.chunk_bytes = chunk_bytes
         self.prefix = prefix or f"{task}_{datetime.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+        for name, term in env.action_manager.terms.items():
+            if not hasattr(term, "qpos_adr"):
+                raise RecordingError(f"cannot record {task}: its action term '{name}' ({type(term).__name__}) drives "
+                                     f"no joints of its own (a lower level drives them); bags record joint-level "
+                                     f"actions only")
         terms = list(env.action_manager.terms.values())
         self.joint_names = [j for t in terms for j in t.joint_names]
         self._qadr = torch.cat([t.qpos_adr for t in terms]).cpu()

@@ -23,7 +23,7 @@ BATON_RADIUS, BATON_HALF_LENGTH = 0.015, 0.09
 BATON_MASS = 0.15
 """[kg]"""
 
-CUP_INNER_HALF_WIDTH, CUP_DEPTH = 0.022, 0.05
+CUP_INNER_HALF_WIDTH, CUP_DEPTH = 0.019, 0.07
 """The cup's inner half width and its walls' height above its floor [m]."""
 
 BATON_REST_HEIGHT = BATON_HALF_LENGTH + BATON_RADIUS
