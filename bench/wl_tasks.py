@@ -35,7 +35,7 @@ from batonlab.env.terms import build_term
 from batonlab.rl.evaluate import evaluate
 from batonlab.utils.files import atomic_write_text
 
-TASKS = ("wl_door", "wl_baton")
+TASKS = ("wl_door", "wl_baton", "wl_chase")
 """The robot's tasks that exist (each with a `<task>_scripted` variant and a scripted expert)."""
 
 

@@ -43,8 +43,9 @@ class BatonTakerExpert(ExpertTerm):
         standoff: The tool lines up this far behind the baton before sliding onto it [m].
         depth: The tool point goes this far past the baton's axis [m].
         tilt: The jaw's approach, tilted up from the horizontal [rad] (0: from straight behind).
-        lift: The baton's centre this high above the cup's floor is clear of the cup's walls [m]: the tool lifts it 3
-            cm higher before it carries it away (so as not to drag it over their edge), then carries it there.
+        lift: The baton's centre this high above the cup's floor is clear of the cup's walls [m]: the tool lifts it 3 cm
+            higher and carries it there, and starts carrying it away once it is 3 cm under it (a baton sags in the
+            jaw; pulled back as soon as it clears the walls, it was dragged over their edge).
         commands, gripper: The action terms.
     """
 
@@ -94,7 +95,8 @@ class BatonTakerExpert(ExpertTerm):
         at_baton = in_reach & (across < 0.015) & (along.abs() < 0.015) & (turn < 0.2)
         closing = (near < 0.04) & (opening > 0.002) & (opening < 0.035)
         gripping = (opening > 0.002) & (opening < 0.016) & (near < 0.06)
-        out = ((baton - holder) * up).sum(1) > self.lift - 0.03  # lifted (the tool lifts it 3 cm above `lift`)
+        raised = self.lift + 0.03  # the tool lifts the baton's centre this high above the cup's floor [m]
+        out = ((baton - holder) * up).sum(1) > self.lift - 0.03
 
         phase = torch.full_like(self.phase, APPROACH)
         phase[baton[:, 0] < self.reach_x + 0.15] = ALIGN
@@ -108,14 +110,14 @@ class BatonTakerExpert(ExpertTerm):
         ready = torch.tensor(READY_POINT, device=env.device).expand_as(baton)
         target = torch.where((phase == APPROACH)[:, None], ready, grasp + self.standoff * approach)
         target = torch.where((phase >= SLIDE_IN)[:, None], grasp, target)
-        height = ((holder - baton) * up).sum(1, keepdim=True) + self.lift + 0.03  # to lift it by, along up [m]
-        target = torch.where((phase == LIFT)[:, None], grasp + height * up, target)
-        # ... with the baton as high above the cup's floor as it was lifted, and a little more.
+        rise = ((holder - baton) * up).sum(1, keepdim=True) + raised  # still to lift it by, along up [m]
+        target = torch.where((phase == LIFT)[:, None], grasp + rise * up, target)
+        # ... and carried at that height, `CARRY_REACH` ahead.
         level = torch.zeros_like(baton)
         level[:, 0] = 1.0
         level = level - up[:, :1] * up
         level = level / level.norm(dim=1, keepdim=True)
-        carry = CARRY_REACH * level + ((holder * up).sum(1, keepdim=True) + self.lift + 0.03) * up
+        carry = CARRY_REACH * level + ((holder * up).sum(1, keepdim=True) + raised) * up
         target = torch.where((phase == CARRY)[:, None], carry, target)
         target, quat = glide(tool, target, here, goal, LEAD, MAX_TURN, TURN_NEAR)
 
