@@ -2,8 +2,8 @@
 """The wheel-legged robot's own tasks: success at λ = 0 of the scripted expert and of an upper policy cloned from it,
 over the scripted lower level and over a trained whole-body policy, per seed.
 
-    python bench/wl_tasks.py [--tasks wl_door] [--seeds 0 1 2] [--num-envs 256] [--iterations 60] [--episodes 64]
-                             [--dagger-iterations 0] [--lower-export RUN/exported] [--out bench_results/wl_tasks]
+    python bench/wl_tasks.py [--tasks wl_door wl_baton wl_chase] [--seeds 0 1 2] [--num-envs 256] [--iterations 60]
+                             [--episodes 64] [--dagger-iterations 0] [--lower-export RUN/exported] [--out bench_results/wl_tasks]
                              [--resume]
 
 Per task and seed, each on `--episodes` play episodes (one per env, seed 10 000 + seed):

@@ -12,9 +12,9 @@ from batonlab.env.terms import ManagerTerm
 class RandomizeHolderPath(ManagerTerm):
     """Reset event: place the holder, and the free object standing in it, and draw the path it will move along.
 
-    The path starts `distance` from the robot's nominal position along a bearing drawn from `bearing_range` (0: ahead),
-    heads within `heading_range` of that bearing, speeding up from rest to a constant speed, turning at a constant rate (an arc;
-    `redraw_holder_turn` makes it swerve). `move_holder` moves it.
+    The path starts `distance` from the robot's nominal position along a bearing drawn from `bearing_range` (0:
+    ahead), heads within `heading_range` of that bearing, speeds up from rest to a constant speed, and turns at a
+    constant rate (an arc; `redraw_holder_turn` makes it swerve). `move_holder` moves it.
 
     Args:
         holder: The mocap body.
@@ -67,8 +67,8 @@ class RandomizeHolderPath(ManagerTerm):
         bearing = env.uniform(n, *r["bearing"])
         distance, lateral = env.uniform(n, *r["distance"]), env.uniform(n, *r["lateral"])
         cos, sin = torch.cos(bearing), torch.sin(bearing)
-        start = torch.stack([self.origin[0] + distance * cos - lateral * sin, self.origin[1] + distance * sin + lateral * cos,
-                             env.uniform(n, *r["height"])], dim=1)
+        start = torch.stack([self.origin[0] + distance * cos - lateral * sin,
+                             self.origin[1] + distance * sin + lateral * cos, env.uniform(n, *r["height"])], dim=1)
         self.heading[env_ids] = bearing + env.uniform(n, *r["heading"])
         self.cruise_speed[env_ids] = env.uniform(n, *r["speed"])
         self.speed[env_ids] = 0.0

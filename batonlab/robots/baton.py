@@ -50,7 +50,8 @@ def pad_on_baton_sensor(pad: str) -> str:
 def add_baton_holder(spec: mujoco.MjSpec, pos: tuple[float, float, float], base_site: str,
                      pads: tuple[str, ...]) -> None:
     """Add the holder (mocap) at `pos` (its cup's floor [m, world]) with the baton standing in it, and the baton's
-    sensors: world and `base_site`-frame positions, its axis, the world's up direction in that frame, and the contact counts of each of `pads` with it."""
+    sensors: world and `base_site`-frame positions, its axis, the world's up direction in that frame, and the contact
+    counts of each of `pads` with it."""
     holder = spec.worldbody.add_body(name=HOLDER_BODY, mocap=True, pos=list(pos))
     touches = {"contype": 0, "conaffinity": 1 | 2, "rgba": [0.2, 0.45, 0.8, 1.0]}
     wall = CUP_INNER_HALF_WIDTH + 0.005
