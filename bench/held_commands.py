@@ -6,7 +6,8 @@ measured per held command, the tool held at one point of the arm base frame.
                                   [--envs 16] [--seed 0] [--settle-s 1] [--measure-s 2]
 
 Each command starts from a reset of `wl_door` (its lower level: the export), is held for `--settle-s` and then
-measured over `--measure-s`: the mean speed along the starting heading [m/s] and yaw rate [rad/s] over the envs, with their spread.
+measured over `--measure-s`: the mean speed along the starting heading [m/s] and yaw rate [rad/s] over the envs that
+did not fall, with their spread, and how many fell. A command with a negative speed is written `--commands=-0.2,0`.
 """
 
 from __future__ import annotations
@@ -16,34 +17,37 @@ import argparse
 import torch
 
 from batonlab.env.env import BatonEnv
+from batonlab.observations import root_pos_w, root_quat_w
 from batonlab.tasks import make_task_cfg
 from batonlab.utils.quaternions import yaw_from_quat
 
 
 def held_command_rates(env: BatonEnv, speed: float, yaw_rate: float, tool: tuple[float, float, float] | None,
-                       settle_steps: int, measure_steps: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per env: (forward speed along the starting heading [m/s], yaw rate [rad/s]) under the held command, from a
-    reset."""
+                       settle_steps: int, measure_steps: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per env: (forward speed along the starting heading [m/s], yaw rate [rad/s], whether it fell) under the held
+    command, from a reset (the rates of an env that fell are meaningless: it was reset)."""
     env.reset()
     term = env.action_manager.terms["commands"]
     pose = term.stowed_pose().expand(env.num_envs, 7).clone()
     if tool is not None:
         pose[:, :3] = torch.tensor(tool)
     actions = torch.zeros(env.num_envs, env.num_actions)
-    actions[:, env.action_manager.term_slice("commands")] = term.actions_for(torch.tensor([[speed, yaw_rate]]).expand(env.num_envs, 2), pose)
+    velocity = torch.tensor([[speed, yaw_rate]]).expand(env.num_envs, 2)
+    actions[:, env.action_manager.term_slice("commands")] = term.actions_for(velocity, pose)
+    fell = torch.zeros(env.num_envs, dtype=torch.bool)
     for _ in range(settle_steps):
-        env.step(actions)
-    start_xy, start_yaw = env.sim.qpos[:, :2].clone(), yaw_from_quat(env.sim.qpos[:, 3:7])
+        fell |= env.step(actions)[2]
+    start_xy, start_yaw = root_pos_w(env)[:, :2].clone(), yaw_from_quat(root_quat_w(env))
     turned = torch.zeros(env.num_envs)
     last_yaw = start_yaw
     for _ in range(measure_steps):
-        env.step(actions)
-        yaw = yaw_from_quat(env.sim.qpos[:, 3:7])
+        fell |= env.step(actions)[2]
+        yaw = yaw_from_quat(root_quat_w(env))
         turned += torch.remainder(yaw - last_yaw + torch.pi, 2 * torch.pi) - torch.pi  # unwrapped
         last_yaw = yaw
     seconds = measure_steps * env.step_dt
     heading = torch.stack([torch.cos(start_yaw), torch.sin(start_yaw)], dim=1)
-    return ((env.sim.qpos[:, :2] - start_xy) * heading).sum(1) / seconds, turned / seconds
+    return ((root_pos_w(env)[:, :2] - start_xy) * heading).sum(1) / seconds, turned / seconds, fell
 
 
 def main() -> None:
@@ -63,12 +67,14 @@ def main() -> None:
     cfg.num_envs, cfg.seed = args.envs, args.seed
     env = BatonEnv(cfg)
     steps = lambda s: round(s / env.step_dt)  # noqa: E731
-    print("| held command (speed, yaw rate) | speed [m/s] | yaw rate [rad/s] |\n|---|---|---|")
+    print("| held command (speed, yaw rate) | speed [m/s] | yaw rate [rad/s] | fell |\n|---|---|---|---|")
     for text in args.commands:
         speed, yaw_rate = (float(v) for v in text.split(","))
-        v, w = held_command_rates(env, speed, yaw_rate, tuple(args.tool), steps(args.settle_s), steps(args.measure_s))
+        v, w, fell = held_command_rates(env, speed, yaw_rate, tuple(args.tool), steps(args.settle_s),
+                                        steps(args.measure_s))
+        v, w = v[~fell], w[~fell]
         print(f"| {speed:+.2f} m/s, {yaw_rate:+.2f} rad/s | {v.mean():.3f} ± {v.std():.3f} | {w.mean():+.3f} ± "
-              f"{w.std():.3f} |", flush=True)
+              f"{w.std():.3f} | {int(fell.sum())} / {env.num_envs} |", flush=True)
     env.close()
 
 

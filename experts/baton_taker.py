@@ -11,10 +11,8 @@ import math
 
 import torch
 
-from batonlab.env.terms import ExpertTerm
-from batonlab.experts.jaw import glide, jaw_rotation
+from batonlab.experts.jaw import CommandLayerExpert, glide, jaw_rotation
 from batonlab.observations.objects import holder_velocity_heading
-from batonlab.robots.arm6 import GRIPPER_JOINT
 from batonlab.utils.quaternions import quat_angle_between, quat_from_matrix
 
 APPROACH, ALIGN, SLIDE_IN, CLOSE, LIFT, CARRY = range(6)
@@ -30,7 +28,7 @@ LEAD, MAX_TURN, TURN_NEAR = 0.1, 0.3, 0.3
 """How the tool command glides (`batonlab.experts.jaw.glide`) [m, rad, m]."""
 
 
-class BatonTakerExpert(ExpertTerm):
+class BatonTakerExpert(CommandLayerExpert):
     """Catch up, grasp, lift and follow; actions of a `WholeBodyCommandAction` term and a gripper term (+1 open, -1
     closed).
 
@@ -52,27 +50,16 @@ class BatonTakerExpert(ExpertTerm):
     def __init__(self, env, sensors: dict[str, str], event: str = "holder", reach_x: float = 0.42,
                  follow_distance: float = 0.6, standoff: float = 0.08, depth: float = 0.01, tilt: float = 0.0,
                  lift: float = 0.2, commands: str = "commands", gripper: str = "gripper"):
-        self.env, self.sensors, self.event = env, dict(sensors), event
-        for name in self.sensors.values():
-            env.sim.sensor(name)  # fail now on a wrong name
+        super().__init__(env, sensors, commands, gripper)
+        self.event = event
         env.event_manager.terms[event].velocity  # noqa: B018 (fail now on a wrong event)
         self.reach_x, self.follow_distance, self.standoff, self.depth = reach_x, follow_distance, standoff, depth
         self.tilt, self.lift = tilt, lift
-        self.term = env.action_manager.terms[commands]
-        self.commands_slice = env.action_manager.term_slice(commands)
-        self.gripper_slice = env.action_manager.term_slice(gripper)
-        self.finger_adr = env.scene.qpos_adr([GRIPPER_JOINT]).to(env.device)
-        self.phase = torch.zeros(env.num_envs, dtype=torch.long, device=env.device)
-        """(num_envs,) the phase of the last call, for inspection."""
-
-    def read(self, name: str) -> torch.Tensor:
-        """The sensor named by `sensors[name]`, (num_envs, k)."""
-        return self.env.sim.sensor(self.sensors[name])
 
     def __call__(self, env) -> torch.Tensor:
         """(num_envs, num_actions) the expert's actions for the current state."""
         baton, holder, tool = self.read("baton"), self.read("holder"), self.read("tool")
-        opening = env.sim.qpos[:, self.finger_adr[0]]
+        opening = self.opening()
         holder_velocity = holder_velocity_heading(env, self.event)
 
         # The jaw comes from behind the baton (from the arm base's side), fingers across it, level: in the world's
@@ -129,8 +116,4 @@ class BatonTakerExpert(ExpertTerm):
         aim = torch.where(carrying[:, None], holder[:, :2], baton[:, :2])
         bearing = torch.atan2(aim[:, 1], aim[:, 0].clamp_min(0.1))
         yaw_rate = (1.5 * bearing).clamp(-0.8, 0.8)
-        actions = torch.zeros(env.num_envs, env.num_actions, device=env.device)
-        actions[:, self.commands_slice] = self.term.actions_for(torch.stack([speed, yaw_rate], 1),
-                                                                torch.cat([target, quat], 1))
-        actions[:, self.gripper_slice] = torch.where(phase >= CLOSE, -1.0, 1.0)[:, None]
-        return actions
+        return self.actions(speed, yaw_rate, target, quat, phase >= CLOSE)

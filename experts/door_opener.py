@@ -12,9 +12,7 @@ import math
 
 import torch
 
-from batonlab.env.terms import ExpertTerm
-from batonlab.robots.arm6 import GRIPPER_JOINT
-from batonlab.experts.jaw import glide, jaw_rotation
+from batonlab.experts.jaw import CommandLayerExpert, glide, jaw_rotation
 from batonlab.utils.quaternions import quat_angle_between, quat_from_matrix
 
 DRIVE, ALIGN, SLIDE_IN, CLOSE, PRESS, PULL = range(6)
@@ -39,7 +37,7 @@ TURN_NEAR = 0.3
 """... falling to none at this distance of the tool from its target [m]."""
 
 
-class DoorOpenerExpert(ExpertTerm):
+class DoorOpenerExpert(CommandLayerExpert):
     """Approach, grasp, press and pull; actions of a `WholeBodyCommandAction` term and a gripper term (+1 open, -1 closed).
 
     Args:
@@ -60,21 +58,9 @@ class DoorOpenerExpert(ExpertTerm):
     def __init__(self, env, sensors: dict[str, str], reach_x: float = 0.42, standoff: float = 0.08, depth: float = 0.025,
                  release_angle: float = 0.6, hold_angle: float = 1.25, commands: str = "commands",
                  gripper: str = "gripper", tilt: float = 0.9):
-        self.env, self.sensors = env, dict(sensors)
-        for name in self.sensors.values():
-            env.sim.sensor(name)  # fail now on a wrong name
+        super().__init__(env, sensors, commands, gripper)
         self.reach_x, self.standoff, self.release_angle, self.hold_angle = reach_x, standoff, release_angle, hold_angle
         self.depth, self.tilt = depth, tilt
-        self.term = env.action_manager.terms[commands]
-        self.commands_slice = env.action_manager.term_slice(commands)
-        self.gripper_slice = env.action_manager.term_slice(gripper)
-        self.finger_adr = env.scene.qpos_adr([GRIPPER_JOINT]).to(env.device)
-        self.phase = torch.zeros(env.num_envs, dtype=torch.long, device=env.device)
-        """(num_envs,) the phase of the last call, for inspection."""
-
-    def read(self, name: str) -> torch.Tensor:
-        """The sensor named by `sensors[name]`, (num_envs, k)."""
-        return self.env.sim.sensor(self.sensors[name])
 
     def approach(self, normal: torch.Tensor, lever: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """((num_envs, 3) the direction the tool comes from, toward the lever; (num_envs, 3) the finger axis)."""
@@ -90,7 +76,7 @@ class DoorOpenerExpert(ExpertTerm):
         hinge, axis = self.read("hinge"), self.read("axis")
         door_angle, handle_angle = self.read("door_angle")[:, 0], self.read("handle_angle")[:, 0]
         tool = self.read("tool")
-        opening = env.sim.qpos[:, self.finger_adr[0]]
+        opening = self.opening()
 
         approach, fingers = self.approach(normal, lever)
         goal = quat_from_matrix(jaw_rotation(approach, fingers))
@@ -139,11 +125,7 @@ class DoorOpenerExpert(ExpertTerm):
         speed = (gain * (handle[:, 0] - reach)).clamp(-0.25, 0.2) * ((phase < CLOSE) | pulling)
         bearing = torch.atan2(handle[:, 1], handle[:, 0].clamp_min(0.1))
         yaw_rate = (1.5 * bearing).clamp(-0.5, 0.5) * ((phase < SLIDE_IN) | (phase == PULL))
-        actions = torch.zeros(env.num_envs, env.num_actions, device=env.device)
-        actions[:, self.commands_slice] = self.term.actions_for(torch.stack([speed, yaw_rate], 1),
-                                                                torch.cat([target, quat], 1))
-        actions[:, self.gripper_slice] = torch.where(phase >= CLOSE, -1.0, 1.0)[:, None]
-        return actions
+        return self.actions(speed, yaw_rate, target, quat, phase >= CLOSE)
 
     @staticmethod
     def _turn(vectors: torch.Tensor, axis: torch.Tensor, angle: torch.Tensor) -> torch.Tensor:

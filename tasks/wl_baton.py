@@ -27,11 +27,11 @@ from batonlab.rewards import baton, manipulation, regularizers
 from batonlab.rl.cfg import RunnerCfg
 from batonlab.robots import baton as baton_asset
 from batonlab.robots import wheel_legged as wl
-from batonlab.robots.arm6 import GRIPPER_JOINT
 from batonlab.tasks import register
 from batonlab.tasks.table_scene import FINGER_PADS, add_look_at_camera
-from batonlab.tasks.wl_door import make_command_layer_agent_cfg, make_command_layer_cfg
-from batonlab.tasks.wl_loco_manip import EE_POSE, EE_QUAT_SENSOR, EE_SENSOR, make_loco_manip_scene_spec
+from batonlab.tasks.wl_door import (command_layer_policy_observations, make_command_layer_agent_cfg,
+                                    make_command_layer_cfg, perception)
+from batonlab.tasks.wl_loco_manip import EE_QUAT_SENSOR, EE_SENSOR, make_loco_manip_scene_spec
 
 HOLDER_HEIGHT = 0.40
 """The cup's floor above the ground [m] (the baton's centre 0.105 m above it, 0.09 m under the arm's base)."""
@@ -74,21 +74,13 @@ def make_wl_baton_scene_spec() -> mujoco.MjSpec:
 
 
 def baton_policy_observations(play: bool) -> ObsGroupCfg:
-    """The upper policy's deployable group (noisy and late in training, clean in `play`)."""
-    late = {"noise_std": 0.0 if play else 0.005, "delay_range_steps": (0, 0) if play else (0, 2)}
-    return ObsGroupCfg(terms={
-        "base_ang_vel": ObsTermCfg(func=observations.sensor, params={"name": "imu_gyro"}, noise_std=0.05, scale=0.25),
-        "gravity": ObsTermCfg(func=observations.projected_gravity, params={"sensor": "imu_quat"}, noise_std=0.02),
-        "ee_pose": ObsTermCfg(func=observations.sensor_pose, noise_std=0.005,
-                              params={"name": EE_POSE, "position": EE_SENSOR, "orientation": EE_QUAT_SENSOR}),
-        "gripper": ObsTermCfg(func=observations.joint_pos_rel, params={"joints": (GRIPPER_JOINT,)}, noise_std=0.001),
-        # The last frames of both: how they move (the holder does not wait for the robot).
-        "baton_pos": ObsTermCfg(func=observations.sensor, params={"name": baton_asset.BATON_POS_B_SENSOR},
-                                history_length=HISTORY, **late),
-        "holder_pos": ObsTermCfg(func=observations.sensor, params={"name": baton_asset.HOLDER_POS_B_SENSOR},
-                                 history_length=HISTORY, **late),
-        "last_action": ObsTermCfg(func=observations.last_action),
-    }, enable_corruption=not play)
+    """`wl_baton`'s deployable group: the baton's and the holder's positions over the last `HISTORY` steps, perceived
+    (how they move: the holder does not wait for the robot)."""
+    late = perception(play)
+    sensors = {"baton_pos": baton_asset.BATON_POS_B_SENSOR, "holder_pos": baton_asset.HOLDER_POS_B_SENSOR}
+    return command_layer_policy_observations(play, {
+        name: ObsTermCfg(func=observations.sensor, params={"name": sensor}, history_length=HISTORY, **late)
+        for name, sensor in sensors.items()})
 
 
 def make_wl_baton_cfg(play: bool = False, export: str | None = None, scripted: bool = False) -> TaskCfg:

@@ -125,22 +125,34 @@ def scripted_whole_body_action() -> ActionTermCfg:
         "body": wl.BASE_BODY, "upright_kp": 800.0, "upright_kd": 30.0, "upright_max_torque": 200.0})
 
 
-def door_policy_observations(play: bool) -> ObsGroupCfg:
-    """The upper policy's deployable group (noisy and late in training, clean in `play`)."""
-    late = {"noise_std": 0.0 if play else 0.005, "delay_range_steps": (0, 0) if play else (0, 2)}
+def perception(play: bool) -> dict:
+    """An `ObsTermCfg`'s noise and delay for what perception reports (noisy and late in training, clean in `play`)."""
+    return {"noise_std": 0.0 if play else 0.005, "delay_range_steps": (0, 0) if play else (0, 2)}
+
+
+def command_layer_policy_observations(play: bool, perceived: dict[str, ObsTermCfg]) -> ObsGroupCfg:
+    """An upper policy's deployable group: the base's angular velocity and gravity direction, the tool pose and the
+    gripper opening, then the task's `perceived` terms, then the last action (corrupted in training, not in `play`)."""
     return ObsGroupCfg(terms={
         "base_ang_vel": ObsTermCfg(func=observations.sensor, params={"name": "imu_gyro"}, noise_std=0.05, scale=0.25),
         "gravity": ObsTermCfg(func=observations.projected_gravity, params={"sensor": "imu_quat"}, noise_std=0.02),
         "ee_pose": ObsTermCfg(func=observations.sensor_pose, noise_std=0.005,
                               params={"name": EE_POSE, "position": EE_SENSOR, "orientation": EE_QUAT_SENSOR}),
         "gripper": ObsTermCfg(func=observations.joint_pos_rel, params={"joints": (GRIPPER_JOINT,)}, noise_std=0.001),
-        "handle_pos": ObsTermCfg(func=observations.sensor, params={"name": door_asset.HANDLE_POS_B_SENSOR}, **late),
-        "door_angle": ObsTermCfg(func=observations.sensor, params={"name": door_asset.ANGLE_SENSOR},
-                                 **{**late, "noise_std": 4 * late["noise_std"]}),
-        "handle_angle": ObsTermCfg(func=observations.sensor, params={"name": door_asset.HANDLE_ANGLE_SENSOR},
-                                   **{**late, "noise_std": 4 * late["noise_std"]}),
+        **perceived,
         "last_action": ObsTermCfg(func=observations.last_action),
     }, enable_corruption=not play)
+
+
+def door_policy_observations(play: bool) -> ObsGroupCfg:
+    """`wl_door`'s deployable group: the handle's position and the door's and handle's angles, perceived."""
+    late = perception(play)
+    angles = {**late, "noise_std": 4 * late["noise_std"]}
+    return command_layer_policy_observations(play, {
+        "handle_pos": ObsTermCfg(func=observations.sensor, params={"name": door_asset.HANDLE_POS_B_SENSOR}, **late),
+        "door_angle": ObsTermCfg(func=observations.sensor, params={"name": door_asset.ANGLE_SENSOR}, **angles),
+        "handle_angle": ObsTermCfg(func=observations.sensor, params={"name": door_asset.HANDLE_ANGLE_SENSOR}, **angles),
+    })
 
 
 def make_command_layer_cfg(play: bool = False, export: str | None = None, scripted: bool = False) -> TaskCfg:
