@@ -73,7 +73,9 @@ class ActionProcessor:
             low += [lo] * a.width
             high += [hi] * a.width
             raw, target = slice(raw_start, raw_start + a.width), slice(target_start, target_start + len(a.joints))
-            if a.tool_step is not None:
+            if a.command_layer is not None:
+                pass  # its raw actions are the lower level's commands (`batonlab.deploy.control.TwoLevels`)
+            elif a.tool_step is not None:
                 self.tool_terms.append((raw, target, ToolStepIK(a.tool_step, self.ctrl_low[target], self.ctrl_high[target])))
             else:
                 self.plain_terms.append((raw, target))

@@ -160,6 +160,22 @@ def rotation_vector_matrix(vector: np.ndarray) -> np.ndarray:
     return axis_angle_matrix(np.asarray(vector, dtype=np.float64) / max(angle, 1e-9), angle)
 
 
+def quat_mul(a, b) -> np.ndarray:
+    """Hamilton product a ⊗ b (4,) of quaternions (w, x, y, z)."""
+    aw, ax, ay, az = (float(v) for v in a)
+    bw, bx, by, bz = (float(v) for v in b)
+    return np.array([aw * bw - ax * bx - ay * by - az * bz, aw * bx + ax * bw + ay * bz - az * by,
+                     aw * by - ax * bz + ay * bw + az * bx, aw * bz + ax * by - ay * bx + az * bw])
+
+
+def quat_from_rotation_vector(vector) -> np.ndarray:
+    """Unit quaternion (4,) (w, x, y, z) of a rotation vector (3,) [rad] (axis times angle)."""
+    vector = np.asarray(vector, dtype=np.float64)
+    angle = float(np.linalg.norm(vector))
+    factor = math.sin(0.5 * angle) / angle if angle > 1e-6 else 0.5 - angle * angle / 48.0
+    return np.concatenate([[math.cos(0.5 * angle)], vector * factor])
+
+
 def rotation_error(rot: np.ndarray, target: np.ndarray) -> np.ndarray:
     """The small rotation (3,) [rad, base frame] that turns `rot` toward `target` (both (3, 3)):
     half the sum of the cross products of their columns (exact in direction, sin-like in size)."""

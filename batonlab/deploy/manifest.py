@@ -39,6 +39,7 @@ from batonlab.deploy.manifest_sections import (
 )
 from batonlab.deploy.manifest_robot import HeldJoints, SensorSpec, StopSpec
 from batonlab.deploy.manifest_v1 import upgrade_v1
+from batonlab.deploy.levels import command_layer_of, join_levels
 from batonlab.deploy.pose import POSE_FIELDS
 
 __all__ = [
@@ -90,12 +91,15 @@ class Manifest:
     """How the policy was trained (checkpoint, env and agent configs); informative, never read by the robot."""
     base_dir: Path | None = field(default=None, compare=False, repr=False)
     """Folder of the manifest file (None for a manifest built in memory); `policy.file` is relative to it."""
+    levels: tuple[Manifest, Manifest] | None = field(default=None, compare=False, repr=False)
+    """A two-level policy's (upper, lower) manifests, this one being their joint-level join
+    (`batonlab.deploy.levels.join_levels`); None for a single-level policy."""
 
     def __post_init__(self):
         action_joints = tuple(j for a in self.actions for j in a.joints)
         if action_joints != self.joints.names:
             raise ManifestError(f"the action terms' joints {list(action_joints)} are not joints.names {list(self.joints.names)}")
-        for a in self.actions:
+        for a in self.actions if self.levels is None else ():  # each level was checked on its own
             if a.ik is not None and (a.ik.command not in self.commands or self.commands[a.ik.command].dim < 3):
                 raise ManifestError(f"action term '{a.name}' steers the tool to command '{a.ik.command}', which is not "
                                     f"a command of 3 or more values of this manifest (commands: {list(self.commands)})")
@@ -108,7 +112,7 @@ class Manifest:
         both = sorted(set(self.held_joints.names) & set(self.joints.names))
         if both:
             raise ManifestError(f"joints {both} are both driven by the policy and held")
-        if self.stop.behavior == "crouch":
+        if self.stop.behavior == "crouch" and command_layer_of(self) is None:  # a two-level policy stops as its lower level
             unknown = sorted(set(self.stop.pose) - set(self.joints.names) - set(self.held_joints.names))
             if unknown:
                 raise ManifestError(f"stop.pose names joints {unknown} that are neither policy nor held joints")
@@ -209,7 +213,11 @@ class Manifest:
     # JSON and ONNX metadata.
 
     def to_json(self) -> dict[str, Any]:
-        """The `manifest.json` content (schema version `SCHEMA_VERSION`)."""
+        """The `manifest.json` content (schema version `SCHEMA_VERSION`); of a two-level policy, the upper level's with
+        the lower level's under `lower_manifest` (informative: a reader loads the lower level from its folder)."""
+        if self.levels is not None:
+            upper, lower = self.levels
+            return {**upper.to_json(), "lower_manifest": lower.to_json()}
         return {
             "schema_version": SCHEMA_VERSION,
             "batonlab_version": self.batonlab_version,
@@ -307,7 +315,8 @@ def parse_manifest(data: dict[str, Any], where: str = "manifest", base_dir: Path
 
 
 def load_manifest(path: str | Path, verify_hash: bool = True) -> Manifest:
-    """Read `manifest.json` (or the export folder holding it) and check it against its ONNX file.
+    """Read `manifest.json` (or the export folder holding it) and check it against its ONNX file; a two-level policy's
+    lower level too, from the folder its command layer names, and return the levels joined (`levels.join_levels`).
 
     Args:
         path: The manifest file or the folder written by `batonlab export`.
@@ -338,7 +347,14 @@ def load_manifest(path: str | Path, verify_hash: bool = True) -> Manifest:
                 f"{path}: {manifest.onnx_path.name} has sha256 {actual[:12]}…, the manifest expects {expected[:12]}…; "
                 "the ONNX file and the manifest come from different exports (copy both files together)"
             )
-    return manifest
+    layer = command_layer_of(manifest)
+    if layer is None:
+        return manifest
+    try:
+        return join_levels(manifest, load_manifest(path.parent / layer.lower, verify_hash))
+    except ManifestError as err:
+        raise ManifestError(f"{path} is the upper level of a two-level policy; its lower level "
+                            f"({path.parent / layer.lower}): {err}") from None
 
 
 def sha256_file(path: str | Path) -> str:

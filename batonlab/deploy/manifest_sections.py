@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 from typing import Any
 
 import numpy as np
@@ -17,8 +18,11 @@ from batonlab.deploy.kinematics import KinematicChain
 from batonlab.deploy.manifest_json import ManifestError, bounds, clip_range, finite_or_null, numbers, required, required_number
 from batonlab.deploy.pose import POSE_FIELDS
 
-ACTION_TYPES = ("joint_position", "joint_velocity", "joint_effort", "ik_residual", "tool_step")
+ACTION_TYPES = ("joint_position", "joint_velocity", "joint_effort", "ik_residual", "tool_step", "whole_body_commands")
 """Action term types this runtime can post-process."""
+
+COMMAND_LAYER_TYPE = "whole_body_commands"
+"""The action type of a command layer: its raw actions are commands to a lower-level policy, not joint targets."""
 
 POSITION_ACTION_TYPES = ("joint_position", "ik_residual", "tool_step")
 """Action types whose targets are joint positions (the command filter's rate applies to them)."""
@@ -106,6 +110,64 @@ class ToolStepSpec:
             raise ManifestError(f"field '{label}.joint_limits' should hold one [low, high] pair with low < high per "
                                 f"chain joint ({len(chain.joints)}), got {len(limits)}")
         return cls(chain=chain, iterations=iterations, joint_limits=limits, **values)
+
+
+@dataclass(frozen=True)
+class CommandLayerSpec:
+    """A `whole_body_commands` term: raw actions (5 or 8, clipped to [-1, 1]) → the lower level's commands, as training's
+    `WholeBodyCommandAction.commands` computes them; the lower level's export lies in the folder `lower`."""
+
+    lower: str
+    """Folder of the lower level's export, relative to this manifest's folder."""
+    base_command: str
+    """The lower level's velocity command: `(speed_scale · a0 [m/s], yaw_rate_scale · a1 [rad/s], its default beyond)`."""
+    ee_command: str
+    """The lower level's tool command: `stowed position + position_scale · a2:5` [m], then, for a pose, the
+    orientation `exp(orientation_scale · a5:8) ⊗ stowed`."""
+    speed_scale: float
+    yaw_rate_scale: float
+    position_scale: float
+    orientation_scale: float
+    stowed: tuple[float, ...]
+    """The tool command that zero actions hold (3 values, or 7 for a pose: position [m], quaternion w x y z)."""
+
+    def __post_init__(self):
+        if len(self.stowed) not in (3, 7):
+            raise ManifestError(f"command layer: stowed has {len(self.stowed)} values; 3 (a position) or 7 (a pose)")
+        if not all(math.isfinite(v) for v in (self.speed_scale, self.yaw_rate_scale, self.position_scale,
+                                              self.orientation_scale, *self.stowed)):
+            raise ManifestError("command layer: its scales and stowed pose must be finite")
+        folder = PurePosixPath(self.lower)
+        if not self.lower or folder.is_absolute() or ".." in folder.parts:
+            raise ManifestError(f"command layer: lower {self.lower!r} must be a folder inside the export folder")
+
+    @property
+    def orientation(self) -> bool:
+        """The tool command is a pose (its width is 7)."""
+        return len(self.stowed) == 7
+
+    @property
+    def width(self) -> int:
+        """Raw actions: speed, yaw rate, tool position, then a rotation vector for a pose."""
+        return 8 if self.orientation else 5
+
+    def to_json(self) -> dict[str, Any]:
+        """The command layer as a JSON object."""
+        return {"lower": self.lower, "base_command": self.base_command, "ee_command": self.ee_command,
+                "speed_scale": self.speed_scale, "yaw_rate_scale": self.yaw_rate_scale,
+                "position_scale": self.position_scale, "orientation_scale": self.orientation_scale,
+                "stowed": list(self.stowed)}
+
+    @classmethod
+    def from_json(cls, data: Any, label: str) -> CommandLayerSpec:
+        """The command layer of the JSON object at `label`."""
+        if not isinstance(data, dict):
+            raise ManifestError(f"field '{label}' should be an object, got {type(data).__name__}")
+        return cls(required(data, label, "lower", str), required(data, label, "base_command", str),
+                   required(data, label, "ee_command", str),
+                   *(required_number(data, label, key) for key in ("speed_scale", "yaw_rate_scale", "position_scale",
+                                                                   "orientation_scale")),
+                   numbers(required(data, label, "stowed", list), f"{label}.stowed"))
 
 
 @dataclass(frozen=True)
@@ -245,15 +307,23 @@ class ActionTerm:
     """`ik_residual` terms: the IK step the residual is added to (its chain's hinges are the term's joints)."""
     tool_step: ToolStepSpec | None = None
     """`tool_step` terms: the IK that turns tool steps into the joints' targets."""
+    command_layer: CommandLayerSpec | None = None
+    """`whole_body_commands` terms (no joints): the commands their raw actions give the lower level."""
 
     def __post_init__(self):
         if self.type not in ACTION_TYPES:
             raise ManifestError(f"action term '{self.name}': type '{self.type}' is not supported; known types: {list(ACTION_TYPES)}")
-        for section, kind, value in (("ik", "ik_residual", self.ik), ("tool_step", "tool_step", self.tool_step)):
+        if self.command_layer is not None and self.joints:
+            raise ManifestError(f"action term '{self.name}': a command layer drives no joints of its own, got "
+                                f"{list(self.joints)}")
+        if self.type == COMMAND_LAYER_TYPE and self.clip != (-1.0, 1.0):
+            raise ManifestError(f"action term '{self.name}': a command layer's clip is [-1, 1], got {self.clip}")
+        for section, kind, value in (("ik", "ik_residual", self.ik), ("tool_step", "tool_step", self.tool_step),
+                                     ("command_layer", COMMAND_LAYER_TYPE, self.command_layer)):
             if (self.type == kind) != (value is not None):
                 raise ManifestError(f"action term '{self.name}' of type '{self.type}': a '{section}' section belongs "
                                     f"to, and only to, {kind} terms")
-            if value is not None and value.chain.joints != self.joints:
+            if kind != COMMAND_LAYER_TYPE and value is not None and value.chain.joints != self.joints:
                 raise ManifestError(f"action term '{self.name}': its IK chain moves {list(value.chain.joints)}, the "
                                     f"term drives {list(self.joints)}")
         if len(self.scale) != self.width:
@@ -269,11 +339,14 @@ class ActionTerm:
         return {"name": self.name, "type": self.type, "joints": list(self.joints), "scale": list(self.scale),
                 "clip": list(self.clip) if self.clip is not None else None, "use_default_offset": self.use_default_offset,
                 "max_target_rate": self.max_target_rate, **({"ik": self.ik.to_json()} if self.ik is not None else {}),
-                **({"tool_step": self.tool_step.to_json()} if self.tool_step is not None else {})}
+                **({"tool_step": self.tool_step.to_json()} if self.tool_step is not None else {}),
+                **({"command_layer": self.command_layer.to_json()} if self.command_layer is not None else {})}
 
     @property
     def width(self) -> int:
-        """Raw actions of the term: one per joint, or `TOOL_STEP_WIDTH` for a tool step."""
+        """Raw actions of the term: one per joint, `TOOL_STEP_WIDTH` for a tool step, a command layer's own."""
+        if self.command_layer is not None:
+            return self.command_layer.width
         return TOOL_STEP_WIDTH if self.type == "tool_step" else len(self.joints)
 
     @classmethod
@@ -290,7 +363,9 @@ class ActionTerm:
                    max_target_rate=None if rate is None else float(rate),
                    ik=IKSpec.from_json(data["ik"], f"{label}.ik") if "ik" in data else None,
                    tool_step=ToolStepSpec.from_json(data["tool_step"], f"{label}.tool_step") if "tool_step" in data
-                   else None)
+                   else None,
+                   command_layer=CommandLayerSpec.from_json(data["command_layer"], f"{label}.command_layer")
+                   if "command_layer" in data else None)
 
 
 RENAMED_OBS_FUNCS: dict[str, str] = {

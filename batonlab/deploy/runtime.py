@@ -24,11 +24,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from batonlab.deploy.actions import POSITION, VELOCITY, ActionProcessor
+from batonlab.deploy.actions import POSITION, VELOCITY
+from batonlab.deploy.control import OneLevel, TwoLevels
 from batonlab.deploy.inputs import ArrivalGaps, InputError, VectorInput
 from batonlab.deploy.joints import JointInputError, JointMismatchError, JointStates
-from batonlab.deploy.manifest import Manifest
-from batonlab.deploy.observation import ObsContext, ObservationBuilder, RobotInputs
+from batonlab.deploy.levels import command_layer_of
+from batonlab.deploy.manifest import Manifest, ManifestError
+from batonlab.deploy.observation import ObsContext, RobotInputs
 from batonlab.deploy.pose import pose_problem
 from batonlab.deploy.safety import JointLimits, SafetyCfg, SafetyFilter, State, default_stale_timeout
 
@@ -86,7 +88,8 @@ class DeployRuntime:
         command_defaults: Default values of commands, over the manifest's (e.g. standing still);
             commands without one are required before the robot leaves passive.
         command_timeouts: Per command, seconds after which it falls back to its default.
-        policy: A callable obs → raw action (default: `OnnxPolicy(manifest)`).
+        policy: A callable obs → raw action (default: `OnnxPolicy(manifest)`); of a two-level policy
+            (`manifest.levels`), a pair of them (upper, lower).
         on_transition: Called with each state `Transition`.
         control_dt: Period at which `step` is called [s]; default the manifest's. The watchdog
             timeout and the rate limit are per period of this clock.
@@ -106,13 +109,11 @@ class DeployRuntime:
         self.manifest = manifest
         self.dt = control_dt or manifest.control_dt
         self.ctx = ObsContext(manifest)
-        self.observation = ObservationBuilder(manifest, self.ctx)
-        if policy is None:
-            from batonlab.deploy.policy import OnnxPolicy
-
-            policy = OnnxPolicy(manifest)
-        self.policy = policy
-        self.actions = ActionProcessor(manifest)
+        if manifest.levels is None and command_layer_of(manifest) is not None:
+            raise ManifestError("this manifest is the upper level of a two-level policy; load its export folder with "
+                                "load_manifest, which joins the lower level to it")
+        self.control = OneLevel(manifest, self.ctx, policy) if manifest.levels is None else TwoLevels(manifest, self.ctx, policy)
+        """The control law: one policy, or a two-level one (`batonlab.deploy.control`)."""
         self.episode = 0
         """Episodes begun by `new_episode` (0 before the first); recorded with every step."""
         self._episode_begun = False
@@ -122,7 +123,7 @@ class DeployRuntime:
         held = manifest.held_joints
         self.joint_names = (*manifest.joint_names, *held.names)
         """Joints of the command vector: the policy's (in policy order), then the held joints."""
-        self.command_kinds = (*self.actions.kinds, *(POSITION for _ in held.names))
+        self.command_kinds = (*self.control.kinds, *(POSITION for _ in held.names))
         """Command interface of each joint of `joint_names`: "position", "velocity" or "effort"."""
         self.num_joints = len(self.joint_names)
         self._held_targets = np.array(held.targets, dtype=np.float64)
@@ -258,9 +259,8 @@ class DeployRuntime:
         self._episode_begun = True
 
     def _forget_episode(self) -> None:
-        self.observation.reset()
+        self.control.reset()
         self.inputs.last_action[:] = 0.0
-        self.actions.reset()
 
     def start(self, now: float) -> tuple[bool, str]:
         """Ask to leave passive (needed when `auto_start` is off); refused, with the reason, when it cannot."""
@@ -295,11 +295,10 @@ class DeployRuntime:
             self._forget_episode()
         target, raw, obs = None, None, None
         if state in (State.RAMP, State.RUN):
-            obs = self.observation.compute(self.inputs)
-            raw = np.asarray(self.policy(obs), dtype=np.float32)
-            if np.isfinite(raw).all():
+            obs, raw, target = self.control.act(self.inputs, q)
+            if target is not None:
                 self.inputs.last_action[:] = raw
-                target = np.concatenate([self.actions(raw, q, self.inputs.vectors), self._held_targets])
+                target = np.concatenate([target, self._held_targets])
             else:
                 self.safety.fault("non-finite policy output", now)
         command = self.safety.command(now, target, q, qd, check.measured_ok)

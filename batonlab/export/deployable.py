@@ -5,9 +5,13 @@ A robot has no exact object state, masses, contact flags or privilege level (pri
 groups), and cannot apply virtual forces (privileged action terms, the trailing action dims). An
 exported policy therefore reads exactly one non-privileged observation group, and its output is cut
 to the deployable action dims. A policy that needs privileged inputs is a teacher: distil a student.
+The upper level of a hierarchy exports with its lower level's export beside it; a simulated stand-in for
+the lower level (the scripted whole-body action) has none and is refused.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import torch
 
@@ -44,17 +48,24 @@ def deployable_obs_group(env, policy) -> str:
     return groups[0]
 
 
-def check_single_level(env, task: str) -> None:
-    """Refuse a task whose policy is the upper level of a hierarchy (a command layer, `WholeBodyCommandAction`).
+def lower_level_export(env, task: str) -> Path | None:
+    """The export folder of the lower level under a task's command layer (None: a single-level task).
 
     Raises:
-        ExportError: its actions are commands run through a frozen lower-level policy; a robot needs both levels.
+        ExportError: the command layer's lower level is a simulation stand-in (`ScriptedWholeBodyAction`), not a
+            trained policy with an export of its own.
     """
-    layers = [n for n, t in env.action_manager.terms.items() if t.action_type == "whole_body_commands"]
-    if layers:
-        raise ExportError(f"task '{task}' is the upper level of a hierarchy (action term '{layers[0]}' issues commands "
-                          "to a frozen whole-body policy); exporting both levels for the robot is not supported yet: "
-                          "deploy the whole-body policy's own export")
+    layers = {n: t for n, t in env.action_manager.terms.items() if t.action_type == "whole_body_commands"}
+    if not layers:
+        return None
+    name, layer = next(iter(layers.items()))
+    manifest = getattr(layer, "manifest", None)  # `WholeBodyPolicyAction`: the lower level's loaded export
+    if manifest is None or manifest.base_dir is None:
+        raise ExportError(f"task '{task}' runs its commands (action term '{name}', {type(layer).__name__}) through a "
+                          "simulated stand-in for the whole-body policy, which no robot has: export the upper level "
+                          "trained over a whole-body policy's export (the task without `_scripted`, with "
+                          "env.actions.commands.params.export=...)")
+    return Path(manifest.base_dir)
 
 
 def deployable_action_dim(env) -> int:

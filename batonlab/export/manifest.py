@@ -14,6 +14,8 @@ import numpy as np
 
 import batonlab
 from batonlab.observations.sensors import sensor_pose
+from batonlab.deploy.levels import LOWER_FOLDER
+from batonlab.deploy.manifest_sections import COMMAND_LAYER_TYPE, CommandLayerSpec
 from batonlab.deploy.manifest import (  # noqa: F401  (sha256_file: the robot side checks the same hash)
     ActionTerm,
     ActuatedJoints,
@@ -52,11 +54,15 @@ def manifest_from_env(env: BatonEnv, task: str, obs_group: str = "policy", train
     model = env.scene.model
     # Privileged action terms (virtual forces) are simulation only: the robot never sees them.
     terms = list(env.action_manager.deployable_terms.items())
-    joint_names = [j for _, term in terms for j in term.joint_names]
+    # A command layer's raw actions are the lower level's commands: it drives no joints of its own.
+    layers = [term for _, term in terms if term.action_type == COMMAND_LAYER_TYPE]
+    joint_terms = [term for _, term in terms if term.action_type != COMMAND_LAYER_TYPE]
+    driven = {name for layer in layers for name in (layer.base_command, layer.ee_command)}
+    joint_names = [j for term in joint_terms for j in term.joint_names]
     joint_range, torque_limits, kp, kd = _servo_limits(env, joint_names)
     # The range the action terms clamp their targets into before writing them to MuJoCo's ctrl.
-    ctrl_range = np.stack([np.concatenate([t.ctrl_low.cpu().numpy() for _, t in terms]),
-                           np.concatenate([t.ctrl_high.cpu().numpy() for _, t in terms])], axis=1)
+    ctrl_range = np.stack([np.concatenate([t.ctrl_low.cpu().numpy() for t in joint_terms] or [np.zeros(0)]),
+                           np.concatenate([t.ctrl_high.cpu().numpy() for t in joint_terms] or [np.zeros(0)])], axis=1)
     # Default pose of every 1-DoF joint, for observation terms that read joints the policy does not command.
     scalar = one_dof_joint_ids(model)
     default_qpos = env.default_qpos.cpu().double().numpy()
@@ -78,7 +84,7 @@ def manifest_from_env(env: BatonEnv, task: str, obs_group: str = "policy", train
         actions=tuple(_action_term(name, term, default_qpos) for name, term in terms),
         obs_terms=tuple(env.observation_manager.layout[obs_group]),
         obs_group=obs_group,
-        commands={name: _command_spec(c) for name, c in env.command_manager.terms.items()},
+        commands={name: _command_spec(c) for name, c in env.command_manager.terms.items() if name not in driven},
         sensors=_sensor_specs(model, env.observation_manager.layout[obs_group]),
         held_joints=_held_joints(env, default_qpos),
         stop=StopSpec(env.cfg.deploy.stop_behavior, dict(env.cfg.deploy.stop_pose), float(env.cfg.deploy.stop_time_s)),
@@ -194,6 +200,8 @@ def _action_term(name: str, term, default_qpos: np.ndarray) -> ActionTerm:
     ik = term.action_type == "ik_residual"
     if term.action_type == "tool_step":
         return _tool_step_term(name, term)
+    if term.action_type == COMMAND_LAYER_TYPE:
+        return _command_layer_term(name, term)
     offset = term.offset.cpu().double().numpy()
     if ik:
         use_default_offset = False  # the offset is the IK target, computed on the robot from the chain
@@ -230,6 +238,16 @@ def _tool_step_term(name: str, term) -> ActionTerm:
         tool_step=ToolStepSpec(term.chain.chain, term.max_lead, term.iterations, term.damping, term.rotation_weight,
                                _pairs(limits)),
     )
+
+
+def _command_layer_term(name: str, term) -> ActionTerm:
+    """A `WholeBodyCommandAction` as the manifest carries it: no joints, its commands' scales and stowed tool pose, and
+    the folder the lower level's export is copied to (`batonlab.deploy.levels`)."""
+    spec = CommandLayerSpec(LOWER_FOLDER, term.base_command, term.ee_command, term.speed_scale, term.yaw_rate_scale,
+                            term.position_scale, term.orientation_scale,
+                            tuple(float(v) for v in term.stowed_pose().cpu().tolist()))
+    return ActionTerm(name=name, type=COMMAND_LAYER_TYPE, joints=(), scale=(1.0,) * spec.width, clip=(-1.0, 1.0),
+                      use_default_offset=False, command_layer=spec)
 
 
 def _pairs(values: np.ndarray) -> tuple[tuple[float, float], ...]:

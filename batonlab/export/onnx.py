@@ -14,7 +14,7 @@ from pathlib import Path
 import onnx
 import torch
 
-from batonlab.export.deployable import DeployableOutputs, check_single_level, deployable_action_dim, deployable_obs_group
+from batonlab.export.deployable import DeployableOutputs, lower_level_export, deployable_action_dim, deployable_obs_group
 from batonlab.export.manifest import manifest_from_env
 from batonlab.export.writer import write_export
 from batonlab.robots.bundle import RobotBundle
@@ -57,16 +57,18 @@ def export(env, policy, out_dir: str | Path, task: str, training_config: dict | 
     """`policy.onnx` + `manifest.json` in `out_dir` (`write_export`): the manifest filled from `env`, the
     ONNX file carrying its key fields as metadata, so the file alone says which joints and observation
     terms it expects, and the manifest naming the file's sha256; `robot`'s files copied in `robot/`.
+    The upper level of a hierarchy (a command layer over a whole-body policy's export) gets that export, as
+    it is, in `lower/` (`batonlab.deploy.levels`).
 
     Raises:
-        ExportError: The policy reads privileged (or several) observation groups: distil a student; or the task's
-            policy is the upper level of a hierarchy.
+        ExportError: The policy reads privileged (or several) observation groups: distil a student; or its lower
+            level is the scripted stand-in.
     """
-    check_single_level(env, task)
+    lower = lower_level_export(env, task)
     obs_group = deployable_obs_group(env, policy)
     manifest = manifest_from_env(env, task, obs_group=obs_group, training_config=training_config)
     with tempfile.TemporaryDirectory() as tmp:
         path = export_policy_onnx(policy, Path(tmp) / manifest.policy.file, manifest.input_name, manifest.output_name,
                                   action_dim=deployable_action_dim(env))
         model = onnx.load(str(path))
-    return write_export(out_dir, model, manifest, robot)
+    return write_export(out_dir, model, manifest, robot, lower=lower)

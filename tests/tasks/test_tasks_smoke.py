@@ -29,6 +29,7 @@ from batonlab.rl.runner import BatonRunner
 from batonlab.rl.vecenv import RslRlVecEnv
 from batonlab.export.deployable import ExportError
 from batonlab.tasks import list_tasks, make_agent_cfg, make_task_cfg
+from batonlab.actions.command_layer import WholeBodyPolicyAction
 from whole_body import is_hierarchical, untrained_export, with_lower_level
 
 
@@ -52,17 +53,21 @@ def test_task_builds_steps_and_exports(task, tmp_path, request):
         assert all(torch.isfinite(v).all() for v in obs.values()), f"{task}: non-finite observation"
         assert reward.shape == (2,) and torch.isfinite(reward).all(), f"{task}: bad reward {reward}"
         assert terminated.dtype == torch.bool and truncated.dtype == torch.bool
-    if hierarchical:  # both levels for the robot: not built yet, and said so
+    scripted = hierarchical and not any(issubclass(t.cls, WholeBodyPolicyAction) for t in cfg.actions.values())
+    if scripted:  # a simulated stand-in for the lower level: no robot has it
         runner = BatonRunner(RslRlVecEnv(env), make_agent_cfg(task), log_dir=None)
-        with pytest.raises(ExportError, match="upper level of a hierarchy"):
+        with pytest.raises(ExportError, match="simulated stand-in"):
             export(env, runner.inference_policy(), tmp_path, task)
         env.close()
         return
     env.close()
 
-    # The exported policy (untrained) reads the play observation and returns one action per joint.
+    # The exported policy (untrained) reads the play observation and returns one action per joint (per command
+    # of a command layer).
     play_cfg = make_task_cfg(task, play=True)
     play_cfg.num_envs = 1
+    if hierarchical:
+        with_lower_level(play_cfg, request.getfixturevalue("whole_body_export"))
     play_env = BatonEnv(play_cfg)
     agent = make_agent_cfg(task)
     agent.obs_groups["actor"] = [g for g in agent.obs_groups["actor"] if not play_cfg.observations[g].privileged]
@@ -70,6 +75,10 @@ def test_task_builds_steps_and_exports(task, tmp_path, request):
     policy = runner.inference_policy()
     onnx_path, _ = export(play_env, policy, tmp_path, task)
     manifest = load_manifest(tmp_path)
+    if hierarchical:  # both levels for the robot: the upper level's export, the lower level's in lower/
+        assert manifest.levels is not None and (tmp_path / "lower" / "policy.onnx").is_file()
+        assert dry_run(manifest).state is State.RUN
+        manifest = manifest.levels[0]
     obs = play_env.obs[manifest.obs_group][0].numpy()
     robot_actions = play_env.num_actions - play_env.action_manager.privileged_dim
     assert manifest.task == task and manifest.obs_dim == obs.shape[0] and manifest.action_dim == robot_actions
@@ -80,7 +89,8 @@ def test_task_builds_steps_and_exports(task, tmp_path, request):
     np.testing.assert_allclose(action[0], expected, atol=1e-5)
 
     # The robot side: the pipeline builds and runs, and its observation is training's.
-    assert dry_run(manifest).state is State.RUN
+    if not hierarchical:
+        assert dry_run(manifest).state is State.RUN
     assert_robot_observation_matches(play_env, manifest, steps=30)
     play_env.close()
 
