@@ -89,9 +89,9 @@ def bench_in_process(export_dir: Path, steps: int) -> None:
         if k >= 100:
             step_times.append(elapsed)
             t0 = time.perf_counter()
-            obs = runtime.observation.compute(runtime.inputs)
+            obs = runtime.control.observation.compute(runtime.inputs)
             t1 = time.perf_counter()
-            runtime.policy(obs)
+            runtime.control.policy(obs)
             t2 = time.perf_counter()
             obs_times.append(t1 - t0)
             policy_times.append(t2 - t1)
@@ -240,7 +240,7 @@ def bench_recording(export_dir: Path, seconds: float, num_joints: int = 20) -> N
                 result = runtime.step(now)
                 if recording:
                     recorder.joint_command(stamp, result.command)
-                    recorder.policy_step(stamp, result.tick, runtime.observation.obs, result.raw_action, result.command,
+                    recorder.policy_step(stamp, result.tick, runtime.control.observation.obs, result.raw_action, result.command,
                                          result.state.value, result.reason, input_ns=stamp,
                                          compute_time_s=time.perf_counter() - step_start)
                 end = time.perf_counter()

@@ -141,7 +141,7 @@ def test_a_fresh_start_steps_the_tool_from_where_the_robot_is():
     for k in range(3):
         feed(q, 0.02 * k)
         assert rt.step(0.02 * k).state is State.RUN
-    tool = rt.actions.tool_terms[0][2]
+    tool = rt.control.actions.tool_terms[0][2]
     rt.set_estop(True, 0.1)
     feed(q, 0.1)
     assert rt.step(0.1).state is State.STOP

@@ -141,7 +141,7 @@ def test_a_v1_file_loads_as_the_manifest_of_the_same_env(tmp_path):
     data["policy"]["sha256"] = sha256_file(out / "policy.onnx")
     (out / "manifest.json").write_text(json.dumps(data, indent=2))
     runtime = DeployRuntime(load_manifest(out), ignored_joints=["finger_left", "finger_right"])
-    assert runtime.policy(np.zeros(24, dtype=np.float32)).shape == (6,)
+    assert runtime.control.policy(np.zeros(24, dtype=np.float32)).shape == (6,)
 
 
 def test_v1_copies_that_disagree_are_refused():
@@ -249,7 +249,7 @@ def test_deploy_imports_neither_torch_nor_mujoco(tmp_path):
         "import sys, numpy as np\n"
         "from batonlab.deploy import DeployRuntime, load_manifest\n"
         f"rt = DeployRuntime(load_manifest({str(out)!r}), ignored_joints=['finger_left', 'finger_right'])\n"
-        "rt.policy(np.zeros(rt.manifest.obs_dim, dtype=np.float32))\n"
+        "rt.control.policy(np.zeros(rt.manifest.obs_dim, dtype=np.float32))\n"
         "print(sorted(m for m in ('torch', 'mujoco', 'tensordict', 'rsl_rl') if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -467,8 +467,8 @@ def test_ramp_restarts_history_and_last_action(runtime):
     assert runtime.reset(now)[0]
     feed(runtime, now)
     assert runtime.step(now).state is State.RAMP
-    assert runtime.policy.calls == 11
-    obs = runtime.observation.obs
+    assert runtime.control.policy.calls == 11
+    obs = runtime.control.observation.obs
     cols = slice(manifest_cols(runtime, "last_action"), None)
     assert np.all(obs[cols] == 0.0), "the first step after a start sees no last action, as after a training reset"
 

@@ -232,10 +232,10 @@ def test_either_quaternion_sign_runs_the_same_policy_input(tmp_path):
     runtime, inputs = lift_runtime(tmp_path)
     columns = term_columns(runtime.manifest)[POSE_NAME]
     assert feed(runtime, inputs, 0.0).state is State.RUN
-    first = runtime.observation.obs[columns].copy()
+    first = runtime.control.observation.obs[columns].copy()
     pose = np.array(RESTING_POSE)
     assert feed(runtime, {**inputs, POSE_NAME: np.r_[pose[:3], -pose[3:]]}, runtime.dt).state is State.RUN
-    np.testing.assert_array_equal(runtime.observation.obs[columns], first)
+    np.testing.assert_array_equal(runtime.control.observation.obs[columns], first)
     np.testing.assert_allclose(first, RESTING_POSE, atol=1e-7)
 
 
