@@ -6,7 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+import torch
+
 from batonlab.actions.command_layer import WholeBodyCommandAction, WholeBodyPolicyAction
+from batonlab.deploy import load_manifest
+from batonlab.deploy.policy import OnnxPolicy
 from batonlab.env.cfg import TaskCfg
 from batonlab.env.env import BatonEnv
 from batonlab.export.onnx import export
@@ -30,6 +35,27 @@ def untrained_export(out: Path, task: str = WHOLE_BODY_TASK) -> str:
     export(env, runner.inference_policy(), out, task)
     env.close()
     return str(out)
+
+
+def untrained_two_level_export(out: Path, lower: str, task: str = "wl_baton") -> Path:
+    """The export folder (both levels) of a freshly initialised upper policy of `task` (seeded) over the whole-body
+    export `lower`, written to `out`."""
+    cfg = with_lower_level(make_task_cfg(task, play=True), lower)
+    cfg.num_envs = 1
+    env = BatonEnv(cfg)
+    agent = make_agent_cfg(task)
+    agent.obs_groups["actor"] = ["policy"]
+    torch.manual_seed(0)
+    export(env, BatonRunner(RslRlVecEnv(env), agent, log_dir=None).inference_policy(), out, task)
+    env.close()
+    return out
+
+
+def upper_level_policy(export_dir: Path):
+    """The upper level of a two-level export as `play` runs a policy: observations (TensorDict) → actions, by its ONNX
+    file (the whole-body policy under it runs in the task's command layer)."""
+    upper = OnnxPolicy(load_manifest(export_dir).levels[0])
+    return lambda obs: torch.as_tensor(upper.batch(obs["policy"].numpy().astype(np.float32)))
 
 
 def with_lower_level(cfg: TaskCfg, folder: str) -> TaskCfg:

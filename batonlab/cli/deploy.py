@@ -324,13 +324,16 @@ def _robot_wiring(export_dir: Path) -> tuple[dict, dict]:
     and reaches the policy node as `cmd_vel`, as an operator's joystick would send it.
     """
     from batonlab.deploy import load_manifest
-    from batonlab.deploy.observation import ObservationBuilder
+    from batonlab.deploy.control import input_context
+    from batonlab.deploy.levels import command_layer_of
 
     manifest = load_manifest(export_dir, verify_hash=False)
-    needed = set(ObservationBuilder(manifest).ctx.joints)
+    needed = set(input_context(manifest).joints)
     ignored = [name for name in manifest.default_joint_pos if name not in needed]
     velocity = [name for name, c in manifest.commands.items() if "lin_vel_x" in c.fields]
     robot = {"cmd_vel_command": velocity[0]} if len(velocity) == 1 else {}
+    if manifest.levels is not None:  # the sim robot runs the whole-body policy's task terms, the robot its export
+        robot["lower_export"] = str(export_dir / command_layer_of(manifest.levels[0]).lower)
     return robot, {"ignored_joints": ignored or [""]}
 
 

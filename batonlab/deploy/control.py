@@ -19,6 +19,16 @@ from batonlab.deploy.manifest import Manifest
 from batonlab.deploy.observation import ObsContext, ObservationBuilder, RobotInputs
 
 
+def input_context(manifest: Manifest) -> ObsContext:
+    """The joints, sensors and commands a manifest's policy reads, its observation terms built (no ONNX file loaded)."""
+    ctx = ObsContext(manifest)
+    if manifest.levels is None:
+        ObservationBuilder(manifest, ctx)
+    else:
+        TwoLevels.observations(manifest, ctx)
+    return ctx
+
+
 class OneLevel:
     """One policy: observation → raw action → targets (`ActionProcessor`).
 
@@ -65,14 +75,7 @@ class TwoLevels:
     def __init__(self, manifest: Manifest, ctx: ObsContext, policy=None):
         upper, lower = manifest.levels
         self.layer = CommandLayer(command_layer_of(upper), lower)
-        shared = {"joints": ctx.joints, "sensors": ctx.sensors, "poses": ctx.poses}
-        self.upper_obs = ObservationBuilder(upper, ObsContext(upper, commands=ctx.commands, **shared))
-        lower_ctx = ObsContext(lower, **shared)
-        self.lower_obs = ObservationBuilder(lower, lower_ctx)
-        for name, dim in lower_ctx.commands.items():  # commands the lower level reads that the layer does not give
-            if name not in self.layer.names:
-                ctx.commands[name] = dim
-        ctx.uses_joint_vel |= self.upper_obs.ctx.uses_joint_vel or lower_ctx.uses_joint_vel
+        self.upper_obs, self.lower_obs = self.observations(manifest, ctx)
         upper_policy, lower_policy = policy if policy is not None else (_onnx(upper), _onnx(lower))
         self.policies = (upper_policy, lower_policy)
         self.upper_actions, self.lower_actions = ActionProcessor(upper), ActionProcessor(lower)
@@ -87,6 +90,21 @@ class TwoLevels:
         self.num_lower_joints = len(lower.joint_names)
         self.commands: dict[str, np.ndarray] = {}
         """The lower level's commands of the last step, by name."""
+
+    @staticmethod
+    def observations(manifest: Manifest, ctx: ObsContext) -> tuple[ObservationBuilder, ObservationBuilder]:
+        """The (upper, lower) observation builders of a joined manifest; the joints, sensors and outside commands
+        they read are added to `ctx`."""
+        upper, lower = manifest.levels
+        driven = CommandLayer(command_layer_of(upper), lower).names
+        shared = {"joints": ctx.joints, "sensors": ctx.sensors, "poses": ctx.poses}
+        upper_obs = ObservationBuilder(upper, ObsContext(upper, commands=ctx.commands, **shared))
+        lower_obs = ObservationBuilder(lower, ObsContext(lower, **shared))
+        for name, dim in lower_obs.ctx.commands.items():  # commands the lower level reads that the layer does not give
+            if name not in driven:
+                ctx.commands[name] = dim
+        ctx.uses_joint_vel |= upper_obs.ctx.uses_joint_vel or lower_obs.ctx.uses_joint_vel
+        return upper_obs, lower_obs
 
     def reset(self) -> None:
         """A fresh start: no past frames and no last action at either level, no tool command."""

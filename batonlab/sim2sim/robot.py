@@ -12,6 +12,7 @@ import mujoco
 import numpy as np
 import torch
 
+from batonlab.actions.command_layer import WholeBodyPolicyAction
 from batonlab.commands.base_velocity import BaseVelocityCommand
 from batonlab.observations.sensors import projected_gravity, sensor, sensor_pose
 from batonlab.utils.quaternions import quat_mul, quat_rotate
@@ -114,19 +115,22 @@ class SimRobot:
         task: Registered task name.
         seed: Seed of the first episode.
         robot: Robot description YAML of a task over any robot (`reach`, `velocity`); None: the task's own.
+        lower_export: A hierarchy's task (commands to a whole-body policy): the whole-body policy's export folder,
+            whose action terms and observation the robot then has (its joints commanded, its sensors published).
 
     Raises:
         ConfigError: `task` is not a registered task, `robot` does not fit it, or its held joints are
             not actuated as expected.
     """
 
-    def __init__(self, task: str, seed: int = 0, robot: str | None = None):
+    def __init__(self, task: str, seed: int = 0, robot: str | None = None, lower_export: str | None = None):
         try:  # a registered name, an entry-point plugin or a `<module>:<factory>` import path
             cfg = make_task_cfg(task, play=True, robot=robot)
         except KeyError as err:
             raise ConfigError(err.args[0]) from None
         except (TaskRobotError, RobotDescriptionError, FileNotFoundError) as err:
             raise ConfigError(str(err)) from None
+        _name_lower_level(cfg, task, lower_export)
         cfg.num_envs = 1
         cfg.seed = int(seed)
         cfg.sim.num_threads = 1
@@ -145,7 +149,7 @@ class SimRobot:
         self._dadr = np.array([model.jnt_dofadr[j] for j in joints])
         # Commanded joints: those of the task's action terms (through their actuators and ctrl ranges, as
         # the terms apply them), then the held joints (their servos keep the default pose unless commanded).
-        terms = list(env.action_manager.terms.values())
+        terms = _joint_terms(env, task)
         action_joints = [j for t in terms for j in t.joint_names]
         self.held_joints = list(cfg.deploy.held_joints)
         held_actuators, self._held_default = _held_servos(env, self.held_joints, action_joints)
@@ -160,8 +164,8 @@ class SimRobot:
         self.interfaces = group_by_interface(self.command_joints, kinds)
         """ros2_control interface → its joints, action joints (task order) first, then held joints."""
         # Sensors the policy reads, and the task's commands: published by the node.
-        policy_terms = cfg.observations["policy"].terms.values()
-        self.sensor_names = [t.params["name"] for t in policy_terms if t.func is sensor]
+        policy_terms = _read_terms(cfg)
+        self.sensor_names = list(dict.fromkeys(t.params["name"] for t in policy_terms if t.func is sensor))
         self.pose_sensors = {t.params["name"]: (t.params["position"], t.params["orientation"])
                              for t in policy_terms if t.func is sensor_pose}
         """Pose sensor name → its (framepos, framequat) MuJoCo sensors, as training's `observations.sensor_pose` reads them."""
@@ -392,6 +396,38 @@ def mean_speed_error(extras: dict, command: str | None, env_id: int = 0) -> floa
 
 
 # Private helpers.
+
+
+def _name_lower_level(cfg, task: str, lower_export: str | None) -> None:
+    """Point a hierarchy's frozen whole-body policy term at `lower_export` (the task needs one; others take none)."""
+    layers = [t for t in cfg.actions.values() if issubclass(t.cls, WholeBodyPolicyAction)]
+    if lower_export and not layers:
+        raise ConfigError(f"lower_export {lower_export}: task '{task}' has no lower level (its actions drive joints)")
+    if layers and not lower_export:
+        raise ConfigError(f"task '{task}' issues commands to a whole-body policy: name its export with lower_export "
+                          "(a two-level export's lower/ folder)")
+    for term in layers:
+        term.params["export"] = lower_export
+
+
+def _joint_terms(env: BatonEnv, task: str) -> list:
+    """The action terms that drive joints: a command layer's whole-body policy's terms in its place."""
+    terms = []
+    for name, term in env.action_manager.terms.items():
+        if term.action_type != "whole_body_commands":
+            terms.append(term)
+        elif getattr(term, "lower", None) is None:
+            raise ConfigError(f"task '{task}' runs its commands (action term '{name}') through a simulated stand-in for "
+                              "the whole-body policy, which no robot has: run the task without `_scripted`")
+        else:
+            terms.extend(term.lower.terms.values())
+    return terms
+
+
+def _read_terms(cfg) -> list:
+    """The observation terms a deployed policy reads: the `policy` group's, and a whole-body policy's under commands."""
+    lower = [t.params["observations"] for t in cfg.actions.values() if issubclass(t.cls, WholeBodyPolicyAction)]
+    return [*cfg.observations["policy"].terms.values(), *(term for group in lower for term in group.terms.values())]
 
 
 def _held_servos(env: BatonEnv, held: list[str], action_joints: list[str]) -> tuple[torch.Tensor, torch.Tensor]:

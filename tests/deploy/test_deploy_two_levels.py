@@ -21,13 +21,10 @@ from batonlab.deploy.control import TwoLevels
 from batonlab.deploy.manifest import sha256_file
 from batonlab.deploy.observation import ObsContext, RobotInputs
 from batonlab.env.env import BatonEnv
-from batonlab.export.onnx import export
 from batonlab.observations.sensors import sensor_pose
-from batonlab.rl.runner import BatonRunner
 from batonlab.robots.arm6 import GRIPPER_JOINT
-from batonlab.rl.vecenv import RslRlVecEnv
-from batonlab.tasks import make_agent_cfg, make_task_cfg
-from whole_body import untrained_export, with_lower_level
+from batonlab.tasks import make_task_cfg
+from whole_body import untrained_export, untrained_two_level_export, with_lower_level
 
 TASK = "wl_baton"
 
@@ -36,16 +33,11 @@ TASK = "wl_baton"
 def two_levels(tmp_path_factory):
     """(play env of `TASK` over an untrained whole-body export, the export folder of an untrained upper level)."""
     lower = untrained_export(tmp_path_factory.mktemp("whole_body"))
+    out = untrained_two_level_export(tmp_path_factory.mktemp("export") / "exported", lower, TASK)
     cfg = with_lower_level(make_task_cfg(TASK, play=True), lower)
     cfg.num_envs = 1
     cfg.events.pop("action_delay")  # the robot's own latency: the runtime adds none
     env = BatonEnv(cfg)
-    agent = make_agent_cfg(TASK)
-    agent.obs_groups["actor"] = ["policy"]
-    torch.manual_seed(0)
-    runner = BatonRunner(RslRlVecEnv(env), agent, log_dir=None)
-    out = tmp_path_factory.mktemp("export") / "exported"
-    export(env, runner.inference_policy(), out, TASK)
     yield env, out, lower
     env.close()
 
