@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from batonlab.actions.command_layer import WholeBodyPolicyAction
+from batonlab.deploy.levels import LOWER_FOLDER
 from batonlab.env.env import BatonEnv
 from batonlab.logs.bag_reader import BagError, BagLog
 from batonlab.logs.open_loop import replay_open_loop
@@ -34,7 +36,22 @@ def replay_env_for(log: BagLog, task: str | None = None, physics: str = "logged"
         cfg = entry.make_cfg(play=True, robot=robot) if robot else entry.make_cfg(play=True)
     except (TaskRobotError, RobotDescriptionError, FileNotFoundError) as err:
         raise BagError(f"{log.path}: cannot build task '{name}' over robot {robot}: {err}") from None
+    _name_lower_level(log, cfg, name)
     return make_replay_env(log, cfg, physics, seed, task_name=name, robot=robot)
+
+
+def _name_lower_level(log: BagLog, cfg, task: str) -> None:
+    """A two-level policy's task builds its frozen whole-body policy from the export the bag names (its `lower/`)."""
+    layers = [t for t in cfg.actions.values() if issubclass(t.cls, WholeBodyPolicyAction)]
+    if not layers:
+        return
+    export = log.metadata.get("export_dir")
+    lower = Path(export) / LOWER_FOLDER if export else None
+    if lower is None or not lower.is_dir():
+        raise BagError(f"{log.path}: task '{task}' runs a whole-body policy under its commands; its world is built from "
+                       f"the two-level export the bag was recorded with, whose lower level is not at {lower}")
+    for term in layers:
+        term.params["export"] = str(lower)
 
 
 def replay_open_loop_for(log: BagLog, task: str | None = None, physics: str = "logged", seed: int = 0,

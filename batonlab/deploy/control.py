@@ -19,6 +19,12 @@ from batonlab.deploy.manifest import Manifest
 from batonlab.deploy.observation import ObsContext, ObservationBuilder, RobotInputs
 
 
+def control_law(manifest: Manifest, ctx: ObsContext | None = None, policy=None) -> OneLevel | TwoLevels:
+    """The control law of a manifest: `TwoLevels` for a joined two-level manifest, else `OneLevel`."""
+    ctx = ctx if ctx is not None else ObsContext(manifest)
+    return OneLevel(manifest, ctx, policy) if manifest.levels is None else TwoLevels(manifest, ctx, policy)
+
+
 def input_context(manifest: Manifest) -> ObsContext:
     """The joints, sensors and commands a manifest's policy reads, its observation terms built (no ONNX file loaded)."""
     ctx = ObsContext(manifest)
@@ -48,6 +54,10 @@ class OneLevel:
         """A fresh start: no past frames, no tool command."""
         self.observation.reset()
         self.actions.reset()
+
+    def replay(self, obs: np.ndarray) -> np.ndarray:
+        """The raw action (action_dim,) of a logged observation (obs_dim,)."""
+        return np.asarray(self.policy(obs), dtype=np.float32)
 
     def act(self, inputs: RobotInputs, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """(observation, raw action, targets of the policy joints or None when the raw action is not finite)."""
@@ -112,6 +122,14 @@ class TwoLevels:
             part.reset()
         self.upper_last[:] = 0.0
         self.lower_last[:] = 0.0
+
+    def replay(self, obs: np.ndarray) -> np.ndarray:
+        """The joint-level raw action of a logged observation (both levels', as `act` reports them)."""
+        upper_policy, lower_policy = self.policies
+        width = self.upper_obs.manifest.obs_dim
+        upper_raw = np.asarray(upper_policy(obs[:width]), dtype=np.float32)
+        lower_raw = np.asarray(lower_policy(obs[width:]), dtype=np.float32)
+        return np.concatenate([lower_raw, upper_raw[self.upper_joint_raw]])
 
     def act(self, inputs: RobotInputs, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """(both observations, the joint-level raw action, targets of both levels' joints or None when a raw action

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from batonlab.deploy.actions import POSITION, VELOCITY
-from batonlab.deploy.control import OneLevel, TwoLevels
+from batonlab.deploy.control import control_law
 from batonlab.deploy.inputs import ArrivalGaps, InputError, VectorInput
 from batonlab.deploy.joints import JointInputError, JointMismatchError, JointStates
 from batonlab.deploy.levels import command_layer_of
@@ -112,7 +112,7 @@ class DeployRuntime:
         if manifest.levels is None and command_layer_of(manifest) is not None:
             raise ManifestError("this manifest is the upper level of a two-level policy; load its export folder with "
                                 "load_manifest, which joins the lower level to it")
-        self.control = OneLevel(manifest, self.ctx, policy) if manifest.levels is None else TwoLevels(manifest, self.ctx, policy)
+        self.control = control_law(manifest, self.ctx, policy)
         """The control law: one policy, or a two-level one (`batonlab.deploy.control`)."""
         self.episode = 0
         """Episodes begun by `new_episode` (0 before the first); recorded with every step."""

@@ -52,8 +52,8 @@ class PolicyEvalResult:
 def reevaluate_policy(log: BagLog, export_dir: str | Path | None = None) -> PolicyEvalResult:
     """Run the exported policy on every logged observation, as the robot runs it, and compare the actions.
 
-    The policy runs in the robot-side runtime's `OnnxPolicy` (same session options, one observation per
-    call), and its actions go through the runtime's `ActionProcessor`.
+    The policy runs in the robot-side runtime's control law (`OnnxPolicy`, same session options, one observation
+    per call; both levels of a two-level export), and its actions go through the runtime's `ActionProcessor`.
 
     Args:
         log: The bag.
@@ -62,7 +62,7 @@ def reevaluate_policy(log: BagLog, export_dir: str | Path | None = None) -> Poli
     from batonlab.deploy import ManifestError, load_manifest
     from batonlab.deploy.actions import ActionProcessor
     from batonlab.deploy.manifest import sha256_file
-    from batonlab.deploy.policy import OnnxPolicy
+    from batonlab.deploy.control import control_law
 
     log.require("policy re-evaluation", "policy_step")
     export_dir = export_dir or log.metadata.get("export_dir")
@@ -70,7 +70,7 @@ def reevaluate_policy(log: BagLog, export_dir: str | Path | None = None) -> Poli
         raise BagError(f"{log.path}: policy re-evaluation needs an exported policy (--policy EXPORT_DIR)")
     try:
         manifest = load_manifest(export_dir)
-        policy = OnnxPolicy(manifest)
+        control = control_law(manifest)  # a two-level export: both levels, each on its part of the observation
     except ManifestError as err:
         raise BagError(f"policy re-evaluation: {err}") from None
     steps = log.policy_steps
@@ -88,7 +88,7 @@ def reevaluate_policy(log: BagLog, export_dir: str | Path | None = None) -> Poli
     ran = np.isfinite(steps.action_raw).all(axis=1) & (steps.action_raw.shape[1] > 0) & np.isfinite(steps.observation).all(axis=1)
     if not ran.any():
         raise BagError(f"{log.path}: no step of the bag ran the policy (all passive/stop)")
-    replayed = np.array([policy(obs) for obs in steps.observation[ran].astype(np.float32)])
+    replayed = np.array([control.replay(obs) for obs in steps.observation[ran].astype(np.float32)])
     target_diff = None
     # The robot side logs its whole command: the policy's joints, then the joints it holds (their own targets).
     joints = len(manifest.joint_names)

@@ -18,9 +18,11 @@ import pytest
 from batonlab.deploy import load_manifest
 from batonlab.env.env import BatonEnv
 from batonlab.logs.bag_reader import open_bag
+from batonlab.logs.replay import reevaluate_policy
 from batonlab.rl.evaluate import evaluate
 from batonlab.sim2sim.robot import seed_episode
 from batonlab.tasks import make_task_cfg
+from batonlab.tasks.replay import replay_open_loop_for
 from whole_body import untrained_export, untrained_two_level_export, upper_level_policy, with_lower_level
 
 TASK = "wl_baton"
@@ -80,3 +82,8 @@ def test_two_levels_over_ros2_end_their_episodes_as_in_play_and_record_a_bag(tmp
     running = np.array([s == "run" for s in steps.safety_state])
     assert steps.observation.shape[1] == manifest.obs_dim and steps.action_raw.shape[1] == manifest.action_dim
     assert np.isfinite(steps.observation[running]).all() and np.isfinite(steps.action_raw[running]).all()
+    replayed = reevaluate_policy(log)
+    print(f"[sim2sim two levels] bag: {running.sum()} policy steps, re-evaluation max diff {replayed.max_abs_diff:.1e}")
+    assert replayed.max_abs_diff < 1e-5, "the logged observations of both levels must reproduce the logged actions"
+    replay = replay_open_loop_for(log)  # the task's world, its whole-body policy from the bag's export
+    assert replay.has_base and np.isfinite(replay.base_drift).all() and len(replay.segments) >= 1
