@@ -116,6 +116,7 @@ def build_invocation(args: list[str], play: bool = False) -> Invocation:
     except ROBOT_ERRORS as err:
         raise CliError(str(err)) from None
     agent = entry.make_agent_cfg()
+    restore_lower_level(task, top.run_dir)
     for override in task_overrides:
         if override.key_or_group in TOP_LEVEL_ONLY:
             raise CliError(f"{override.key_or_group} is set by the top-level option; use "
@@ -132,12 +133,23 @@ def build_invocation(args: list[str], play: bool = False) -> Invocation:
 def play_task_cfg(inv: Invocation) -> TaskCfg:
     """The play variant of the invocation's task with its env overrides (keys the variant lacks are skipped)."""
     task = inv.make_task(play=True)
+    restore_lower_level(task, inv.top.run_dir)
     for override in inv.task_overrides:
         if override.key_or_group.startswith("env."):
             with contextlib.suppress(ov.UnknownKeyError):  # e.g. a push event that the play variant removes
                 _apply(task, None, override)
     task.seed = inv.task.seed
     return task
+
+
+def restore_lower_level(task: TaskCfg, run_dir: str | None) -> None:
+    """A hierarchy's run plays, exports and resumes over the whole-body policy it was trained over: each command layer
+    term's `export` (its lower level's export folder) is the run's config.yaml's, unless the command line sets it."""
+    saved = ((_saved_config(Path(run_dir)) or {}).get("env") or {}).get("actions") or {} if run_dir else {}
+    for name, term in task.actions.items():
+        lower = ((saved.get(name) or {}).get("params") or {}).get("export")
+        if "export" in term.params and term.params["export"] is None and lower:
+            term.params["export"] = lower
 
 
 def student_conditions(task, doing: str = "distilling") -> None:

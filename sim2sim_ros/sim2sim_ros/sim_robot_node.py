@@ -116,8 +116,6 @@ class SimRobotNode(Node):
         self._held: tuple[object, Future, float] | None = None
         """(the step's ended episode or None, the policy's new_episode reply, steady time [s] asked): the new
         episode's first state waits for the policy node to forget the last one."""
-        self._episode_begun = False
-        """Episode 0 began after the warm-up: the next step's state is its first."""
         if p["policy_node"]:
             latched = QoSProfile(depth=20, reliability=ReliabilityPolicy.RELIABLE,
                                  durability=DurabilityPolicy.TRANSIENT_LOCAL)
@@ -298,10 +296,18 @@ class SimRobotNode(Node):
         """One physics step, then its messages (held while the policy node hears of a new episode)."""
         robot = self.robot
         result = robot.step()
+        started = (robot.episode_index < 0 and robot.physics_steps % robot.decimation == 0
+                   and self.first_command_time is not None
+                   and self.sim_time - self.first_command_time >= self.params["warmup_s"])
+        if started:
+            # Episode 0 begins at a period's start, as every later one does: its reset state is the state this
+            # period publishes, so its first commands are computed from it (not from the warm-up's last state).
+            self.get_logger().info(f"warm-up done; episode 0 (seed {robot.base_seed})")
+            robot.next_episode()
+            self.log.restart_episode()  # episode 0's figures, not the warm-up's
         if self.states is not None:
             self.states.append((self.sim_time, robot.episode_index, *robot.world_state()))
-        begun, self._episode_begun = result is not None or self._episode_begun, False
-        if begun and self._tell_policy_new_episode(result):
+        if (result is not None or started) and self._tell_policy_new_episode(result):
             return
         self._publish_step(result)
 
@@ -320,12 +326,6 @@ class SimRobotNode(Node):
                 self.pub_cmd_vel.publish(command_to_twist(self._cmd_vel_fields, robot.command(self.cmd_vel_command)))
         if result is not None:
             self._record(result)
-        elif (period_ended and robot.episode_index < 0 and self.first_command_time is not None
-              and self.sim_time - self.first_command_time >= self.params["warmup_s"]):
-            self.get_logger().info(f"warm-up done; episode 0 (seed {robot.base_seed})")
-            robot.next_episode()
-            self.log.restart_episode()  # episode 0's figures, not the warm-up's
-            self._episode_begun = True  # the warm-up's frames are not episode 0's
         if self.pub_clock is not None:
             # Last: nodes on sim time see this step's state before their timers fire for it.
             self.pub_clock.publish(ClockMsg(clock=stamp))
