@@ -285,26 +285,13 @@ class FakeRobot(PolicyNodePeer):
             self.pub_target = self.node.create_publisher(self._PoseStamped if target_is_pose else self._PointStamped,
                                                          "commands/ee_target", self.qos)
         for pub, value, on in ((self.pub_ee, self.ee_pos, True), (self.pub_target, self.ee_target, self.publish_target)):
-            if not on:
-                continue
-            if len(value) == 7:
-                msg = self._PoseStamped()
-                msg.header.stamp = stamp
-                p, o = msg.pose.position, msg.pose.orientation
-                p.x, p.y, p.z, o.w, o.x, o.y, o.z = (float(v) for v in value)
-                pub.publish(msg)
-                continue
-            point = self._PointStamped()
-            point.header.stamp = stamp
-            point.point.x, point.point.y, point.point.z = (float(v) for v in value)
-            pub.publish(point)
+            if on:
+                pub.publish(sensor_msg(value, stamp))
         for name, pub in self.pub_poses.items():
             if not self.publish_poses:
                 break
-            msg = self._PoseStamped()
-            msg.header.stamp, msg.header.frame_id = stamp, "arm_base_site"
-            p, o = msg.pose.position, msg.pose.orientation
-            p.x, p.y, p.z, o.w, o.x, o.y, o.z = (float(v) for v in self.poses[name])
+            msg = sensor_msg(self.poses[name], stamp)
+            msg.header.frame_id = "arm_base_site"
             pub.publish(msg)
         if self.heartbeat:
             self.pub_estop.publish(self._Bool(data=False))
@@ -335,11 +322,15 @@ class FakeWheelLeggedRobot(PolicyNodePeer):
         joint_pos: Initial position of each joint by name (every joint the robot has).
         reliability: "reliable" or "best_effort" for every publisher.
         imu_has_orientation: False: an IMU without orientation (REP-145: orientation_covariance[0] = -1).
+        sensors: Sensors to publish on sensors/<name> every cycle, changeable in `sensors`: name → 3 values
+            (PointStamped: a perception node's object position) or 7 (PoseStamped: x, y, z, qw, qx, qy, qz);
+            those in `silent` are not published.
     """
 
     def __init__(self, domain_id: int, interfaces: dict[str, tuple[str, list[str]]], joint_pos: dict[str, float],
-                 rate_hz: float = 100.0, reliability: str = "reliable", imu_has_orientation: bool = True):
-        from geometry_msgs.msg import Twist
+                 rate_hz: float = 100.0, reliability: str = "reliable", imu_has_orientation: bool = True,
+                 sensors: dict[str, list[float]] | None = None):
+        from geometry_msgs.msg import PointStamped, PoseStamped, Twist
         from nav_msgs.msg import Odometry
         from sensor_msgs.msg import Imu, JointState
         from std_msgs.msg import Float64MultiArray
@@ -367,6 +358,12 @@ class FakeWheelLeggedRobot(PolicyNodePeer):
         self.pub_imu = self.node.create_publisher(Imu, "imu", self.qos)
         self.pub_odom = self.node.create_publisher(Odometry, "odom", self.qos)
         self.pub_cmd_vel = self.node.create_publisher(Twist, "cmd_vel", self.qos)
+        self.sensors = {name: list(values) for name, values in (sensors or {}).items()}
+        self.silent: set[str] = set()
+        """Sensors not published now (a perception node that stalls)."""
+        self.pub_sensors = {name: self.node.create_publisher(PoseStamped if len(values) == 7 else PointStamped,
+                                                             f"sensors/{name}", self.qos)
+                            for name, values in self.sensors.items()}
         for kind, (topic, _) in self.interfaces.items():
             self.node.create_subscription(Float64MultiArray, topic, lambda msg, kind=kind: self._on_command(kind, msg), 10)
         self.node.create_timer(self.dt, self._publish)
@@ -401,6 +398,9 @@ class FakeWheelLeggedRobot(PolicyNodePeer):
             self.pub_imu.publish(imu)
             with self.lock:
                 self.imu_times.append(time.time())
+        for name, pub in self.pub_sensors.items():
+            if name not in self.silent:
+                pub.publish(sensor_msg(self.sensors[name], stamp))
         odom = self._Odometry()
         odom.header.stamp, odom.header.frame_id, odom.child_frame_id = stamp, "odom", "base"
         odom.pose.pose.position.z = 0.45
@@ -434,6 +434,22 @@ class FakeWheelLeggedRobot(PolicyNodePeer):
     def command_times(self, kind: str) -> np.ndarray:
         with self.lock:
             return np.array([t for t, _ in self.commands[kind]])
+
+
+def sensor_msg(values, stamp):
+    """A sensor reading as a robot's perception node publishes it: 3 values as PointStamped, 7 as PoseStamped."""
+    from geometry_msgs.msg import PointStamped, PoseStamped
+
+    values = [float(v) for v in values]
+    if len(values) == 7:
+        msg = PoseStamped()
+        p, o = msg.pose.position, msg.pose.orientation
+        p.x, p.y, p.z, o.w, o.x, o.y, o.z = values
+    else:
+        msg = PointStamped()
+        msg.point.x, msg.point.y, msg.point.z = values
+    msg.header.stamp = stamp
+    return msg
 
 
 class CpuLoad:
