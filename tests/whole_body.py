@@ -31,6 +31,7 @@ def untrained_export(out: Path, task: str = WHOLE_BODY_TASK) -> str:
     cfg = make_task_cfg(task, play=True)
     cfg.num_envs, cfg.sim.num_threads = 2, 1
     env = BatonEnv(cfg)
+    torch.manual_seed(0)  # the same weights in every session: tests that compare runs of it are reproducible
     runner = BatonRunner(RslRlVecEnv(env), make_agent_cfg(task))
     export(env, runner.inference_policy(), out, task)
     env.close()

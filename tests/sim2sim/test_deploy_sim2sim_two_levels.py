@@ -28,8 +28,11 @@ from whole_body import untrained_export, untrained_two_level_export, upper_level
 SEEDS = range(100, 103)
 
 RELAXED_FILTER = {"max_joint_velocity": 100.0, "max_acceleration": 1e5}
-"""The safety filter's rate limits opened (an untrained policy's targets jump; the filter would change them, and the
-falling robot amplifies any change): what is left is the two levels' computation and its transport."""
+"""The safety filter's rate limits opened (an untrained policy's targets jump; the filter would change them, where
+training, whose whole-body policy has no command filter, does not, and the falling robot amplifies any change): what
+is left is the two levels' computation and its transport, and the torque window, which no parameter opens (a target
+is kept where its PD torque at the measured state is within the actuator's limit; MuJoCo instead clips the force at
+every physics step)."""
 
 
 @pytest.fixture(scope="module")
@@ -75,10 +78,9 @@ def test_two_levels_over_ros2_end_their_episodes_as_in_play_and_record_a_bag(tas
     play, play_terminated = play_lengths(task, export, lower)
     print(f"\n[sim2sim two levels] {task}: episode lengths over ROS 2 {ros.tolist()}, play {play.tolist()}")
     assert [e["terminated"] for e in episodes] == play_terminated.tolist()
-    # Episodes that begin from a reset under the running policy end at play's step. The first (after the robot leaves
-    # the warm-up stand) does too for the baton and the chase; the door's ended one step after play's (its first
-    # control period's physics differs by 0.14 rad/s of yaw rate; not traced).
-    assert (ros[1:] == play[1:]).all() and abs(ros[0] - play[0]) <= 1, "an episode over ROS 2 ended away from play's"
+    # Exact (measured: every episode of the three tasks), but where the torque window binds: with other weights,
+    # `wl_door`'s first episode had its shoulder_pitch target moved 0.03 rad at the first step and ended one step late.
+    assert np.abs(ros - play).max() <= 1, "an episode over ROS 2 ended away from play's step"
 
     (bag,) = (tmp_path / "bags").iterdir()
     log = open_bag(bag)
