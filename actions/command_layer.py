@@ -22,9 +22,10 @@ import torch
 from batonlab.actions.ik import TorchChain
 from batonlab.actions.joint import JointPositionAction, JointVelocityAction
 from batonlab.deploy.manifest import ManifestError, load_manifest
+from batonlab.deploy.manifest_sections import COMMAND_LAYER_TYPE
 from batonlab.deploy.policy import OnnxPolicy
 from batonlab.env.actions import ActionManager, ActionTerm
-from batonlab.env.cfg import ActionTermCfg, ObsGroupCfg
+from batonlab.env.cfg import ActionTermCfg, ObsGroupCfg, TaskCfg
 from batonlab.env.observations import ObservationManager
 from batonlab.observations.root_state import root_ang_vel_b, root_quat_w
 from batonlab.robots.kinematics import chain_from_model
@@ -45,7 +46,7 @@ class WholeBodyCommandAction(ActionTerm):
     `speed_scale` (1.0), `yaw_rate_scale` (1.0), `position_scale` (0.6), `orientation_scale` (π: every orientation).
     """
 
-    action_type = "whole_body_commands"
+    action_type = COMMAND_LAYER_TYPE
 
     def __init__(self, env, cfg: ActionTermCfg):
         self.env, self.cfg = env, cfg
@@ -109,6 +110,18 @@ class WholeBodyCommandAction(ActionTerm):
         """Every action is clipped to [-1, 1]."""
         ones = torch.ones(self.action_dim, device=self.env.device)
         return -ones, ones
+
+
+def whole_body_policy_terms(cfg: TaskCfg) -> dict[str, ActionTermCfg]:
+    """The action terms of `cfg` that run a frozen whole-body policy's export (`WholeBodyPolicyAction`), by name."""
+    return {name: term for name, term in cfg.actions.items() if issubclass(term.cls, WholeBodyPolicyAction)}
+
+
+def with_lower_level(cfg: TaskCfg, export: str) -> TaskCfg:
+    """`cfg` with every frozen whole-body policy term reading the export folder `export`."""
+    for term in whole_body_policy_terms(cfg).values():
+        term.params["export"] = str(export)
+    return cfg
 
 
 class _LowerLevelView:

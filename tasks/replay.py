@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from batonlab.actions.command_layer import WholeBodyPolicyAction
+from batonlab.actions.command_layer import whole_body_policy_terms, with_lower_level
 from batonlab.deploy.levels import LOWER_FOLDER
 from batonlab.env.env import BatonEnv
 from batonlab.logs.bag_reader import BagError, BagLog
@@ -42,16 +42,14 @@ def replay_env_for(log: BagLog, task: str | None = None, physics: str = "logged"
 
 def _name_lower_level(log: BagLog, cfg, task: str) -> None:
     """A two-level policy's task builds its frozen whole-body policy from the export the bag names (its `lower/`)."""
-    layers = [t for t in cfg.actions.values() if issubclass(t.cls, WholeBodyPolicyAction)]
-    if not layers:
+    if not whole_body_policy_terms(cfg):
         return
     export = log.metadata.get("export_dir")
     lower = Path(export) / LOWER_FOLDER if export else None
     if lower is None or not lower.is_dir():
         raise BagError(f"{log.path}: task '{task}' runs a whole-body policy under its commands; its world is built from "
                        f"the two-level export the bag was recorded with, whose lower level is not at {lower}")
-    for term in layers:
-        term.params["export"] = str(lower)
+    with_lower_level(cfg, str(lower))
 
 
 def replay_open_loop_for(log: BagLog, task: str | None = None, physics: str = "logged", seed: int = 0,

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from batonlab.actions.command_layer import WholeBodyCommandAction, WholeBodyPolicyAction
+from batonlab.actions.command_layer import WholeBodyCommandAction, with_lower_level  # noqa: F401  (re-exported)
 from batonlab.deploy import load_manifest
 from batonlab.deploy.policy import OnnxPolicy
 from batonlab.env.cfg import TaskCfg
@@ -57,11 +57,3 @@ def upper_level_policy(export_dir: Path):
     file (the whole-body policy under it runs in the task's command layer)."""
     upper = OnnxPolicy(load_manifest(export_dir).levels[0])
     return lambda obs: torch.as_tensor(upper.batch(obs["policy"].numpy().astype(np.float32)))
-
-
-def with_lower_level(cfg: TaskCfg, folder: str) -> TaskCfg:
-    """`cfg` with every frozen-policy command layer reading the export in `folder`."""
-    for term in cfg.actions.values():
-        if issubclass(term.cls, WholeBodyPolicyAction):
-            term.params["export"] = folder
-    return cfg

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from hydra.core.override_parser.types import Override
 
-from batonlab.actions.command_layer import LowerLevelError
+from batonlab.actions.command_layer import LowerLevelError, whole_body_policy_terms
 from batonlab.cli import checks
 from batonlab.cli import overrides as ov
 from batonlab.cli.exit_codes import INTERRUPTED  # noqa: F401  (re-exported for the commands)
@@ -146,9 +146,9 @@ def restore_lower_level(task: TaskCfg, run_dir: str | None) -> None:
     """A hierarchy's run plays, exports and resumes over the whole-body policy it was trained over: each command layer
     term's `export` (its lower level's export folder) is the run's config.yaml's, unless the command line sets it."""
     saved = ((_saved_config(Path(run_dir)) or {}).get("env") or {}).get("actions") or {} if run_dir else {}
-    for name, term in task.actions.items():
+    for name, term in whole_body_policy_terms(task).items():
         lower = ((saved.get(name) or {}).get("params") or {}).get("export")
-        if "export" in term.params and term.params["export"] is None and lower:
+        if term.params.get("export") is None and lower:
             term.params["export"] = lower
 
 

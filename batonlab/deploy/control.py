@@ -92,8 +92,8 @@ class TwoLevels:
         self.kinds = (*self.lower_actions.kinds, *self.upper_actions.kinds)
         self.upper_last = np.zeros(upper.action_dim, dtype=np.float32)
         self.lower_last = np.zeros(lower.action_dim, dtype=np.float32)
-        self.upper_joint_raw = np.concatenate([np.arange(a, a + t.width) for a, t in _starts(upper.actions)
-                                               if t.command_layer is None] or [np.zeros(0, dtype=int)]).astype(np.intp)
+        self.upper_joint_raw = np.array([i for a, t in _starts(upper.actions) if t.command_layer is None
+                                         for i in range(a, a + t.width)], dtype=np.intp)
         """Indices of the upper raw action that its joint terms read (the rest is the command layer's)."""
         start, term = next((a, t) for a, t in _starts(upper.actions) if t.command_layer is not None)
         self.layer_raw = slice(start, start + term.width)
@@ -106,7 +106,7 @@ class TwoLevels:
         """The (upper, lower) observation builders of a joined manifest; the joints, sensors and outside commands
         they read are added to `ctx`."""
         upper, lower = manifest.levels
-        driven = CommandLayer(command_layer_of(upper), lower).names
+        driven = command_layer_of(upper).commands
         shared = {"joints": ctx.joints, "sensors": ctx.sensors, "poses": ctx.poses}
         upper_obs = ObservationBuilder(upper, ObsContext(upper, commands=ctx.commands, **shared))
         lower_obs = ObservationBuilder(lower, ObsContext(lower, **shared))
@@ -133,12 +133,15 @@ class TwoLevels:
 
     def act(self, inputs: RobotInputs, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """(both observations, the joint-level raw action, targets of both levels' joints or None when a raw action
-        is not finite)."""
+        is not finite); always of the joined manifest's widths (a level that did not run: NaN)."""
         upper_policy, lower_policy = self.policies
         upper_obs = self.upper_obs.compute(dataclasses.replace(inputs, last_action=self.upper_last))
         upper_raw = np.asarray(upper_policy(upper_obs), dtype=np.float32)
-        if not np.isfinite(upper_raw).all():
-            return upper_obs, upper_raw, None
+        if not np.isfinite(upper_raw).all():  # the lower level does not run: its part of both is NaN
+            lower_obs = np.full(self.lower_obs.manifest.obs_dim, np.nan, dtype=np.float32)
+            lower_raw = np.full(self.lower_last.shape, np.nan, dtype=np.float32)
+            return (np.concatenate([upper_obs, lower_obs]), np.concatenate([lower_raw, upper_raw[self.upper_joint_raw]]),
+                    None)
         self.upper_last[:] = upper_raw
         self.commands = self.layer(upper_raw[self.layer_raw])
         vectors = {**inputs.vectors, **self.commands}

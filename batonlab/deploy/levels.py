@@ -59,11 +59,6 @@ class CommandLayer:
         self.base_rest = np.array(base.default if base.default is not None else (0.0, 0.0), dtype=np.float64)
         self.stowed = np.array(spec.stowed, dtype=np.float64)
 
-    @property
-    def names(self) -> tuple[str, str]:
-        """The commands it gives: (velocity, tool)."""
-        return self.spec.base_command, self.spec.ee_command
-
     def __call__(self, raw: np.ndarray) -> dict[str, np.ndarray]:
         """Raw actions (width,) → {velocity command: (lin_vel_x [m/s], ang_vel_z [rad/s], default beyond),
         tool command: position [m, arm base frame] (+ quaternion w x y z, w ≥ 0)}."""
@@ -108,7 +103,8 @@ def join_levels(upper, lower):
     if (upper.control.physics_dt, upper.control.decimation) != (lower.control.physics_dt, lower.control.decimation):
         raise ManifestError(f"the upper level runs every {upper.control_dt:g} s, the lower level ({lower.task}) every "
                             f"{lower.control_dt:g} s; both levels run at one control step")
-    driven = CommandLayer(layer, lower).names
+    CommandLayer(layer, lower)  # the lower level takes the commands the layer gives
+    driven = layer.commands
     own = [a for a in upper.actions if a.command_layer is None]
     both = sorted(set(upper.joint_names) & set(lower.joint_names))
     if both:

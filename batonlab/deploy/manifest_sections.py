@@ -142,6 +142,11 @@ class CommandLayerSpec:
             raise ManifestError(f"command layer: lower {self.lower!r} must be a folder inside the export folder")
 
     @property
+    def commands(self) -> tuple[str, str]:
+        """The lower level's commands it gives: (velocity, tool)."""
+        return self.base_command, self.ee_command
+
+    @property
     def orientation(self) -> bool:
         """The tool command is a pose (its width is 7)."""
         return len(self.stowed) == 7

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import torch
 
+from batonlab.deploy.manifest_sections import COMMAND_LAYER_TYPE
+
 
 DISTIL_HINT = ("distil a deployable student: batonlab train task=... agent.algorithm.class_name=Distillation "
                "teacher=RUN_DIR")
@@ -55,7 +57,7 @@ def lower_level_export(env, task: str) -> Path | None:
         ExportError: the command layer's lower level is a simulation stand-in (`ScriptedWholeBodyAction`), not a
             trained policy with an export of its own.
     """
-    layers = {n: t for n, t in env.action_manager.terms.items() if t.action_type == "whole_body_commands"}
+    layers = {n: t for n, t in env.action_manager.terms.items() if t.action_type == COMMAND_LAYER_TYPE}
     if not layers:
         return None
     name, layer = next(iter(layers.items()))

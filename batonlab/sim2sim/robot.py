@@ -12,10 +12,11 @@ import mujoco
 import numpy as np
 import torch
 
-from batonlab.actions.command_layer import WholeBodyPolicyAction
+from batonlab.actions.command_layer import whole_body_policy_terms, with_lower_level
 from batonlab.commands.base_velocity import BaseVelocityCommand
 from batonlab.observations.sensors import projected_gravity, sensor, sensor_pose
 from batonlab.utils.quaternions import quat_mul, quat_rotate
+from batonlab.deploy.manifest_sections import COMMAND_LAYER_TYPE
 from batonlab.deploy.pose import POSE_FIELDS
 from batonlab.deploy.wiring import POSITION, command_interface, group_by_interface
 from batonlab.env.commands import episode_mean_errors
@@ -400,21 +401,21 @@ def mean_speed_error(extras: dict, command: str | None, env_id: int = 0) -> floa
 
 def _name_lower_level(cfg, task: str, lower_export: str | None) -> None:
     """Point a hierarchy's frozen whole-body policy term at `lower_export` (the task needs one; others take none)."""
-    layers = [t for t in cfg.actions.values() if issubclass(t.cls, WholeBodyPolicyAction)]
+    layers = whole_body_policy_terms(cfg)
     if lower_export and not layers:
         raise ConfigError(f"lower_export {lower_export}: task '{task}' has no lower level (its actions drive joints)")
     if layers and not lower_export:
         raise ConfigError(f"task '{task}' issues commands to a whole-body policy: name its export with lower_export "
                           "(a two-level export's lower/ folder)")
-    for term in layers:
-        term.params["export"] = lower_export
+    if layers:
+        with_lower_level(cfg, lower_export)
 
 
 def _joint_terms(env: BatonEnv, task: str) -> list:
     """The action terms that drive joints: a command layer's whole-body policy's terms in its place."""
     terms = []
     for name, term in env.action_manager.terms.items():
-        if term.action_type != "whole_body_commands":
+        if term.action_type != COMMAND_LAYER_TYPE:
             terms.append(term)
         elif getattr(term, "lower", None) is None:
             raise ConfigError(f"task '{task}' runs its commands (action term '{name}') through a simulated stand-in for "
@@ -426,7 +427,7 @@ def _joint_terms(env: BatonEnv, task: str) -> list:
 
 def _read_terms(cfg) -> list:
     """The observation terms a deployed policy reads: the `policy` group's, and a whole-body policy's under commands."""
-    lower = [t.params["observations"] for t in cfg.actions.values() if issubclass(t.cls, WholeBodyPolicyAction)]
+    lower = [t.params["observations"] for t in whole_body_policy_terms(cfg).values()]
     return [*cfg.observations["policy"].terms.values(), *(term for group in lower for term in group.terms.values())]
 
 

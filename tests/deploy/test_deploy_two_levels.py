@@ -124,15 +124,22 @@ def test_the_runtime_runs_both_levels_and_stops_on_a_fault_at_either(two_levels)
     resting_inputs(runtime, manifest, 0.06, baton_pos_b=np.array([np.nan, 0.0, 0.4]))
     assert runtime.step(0.06).state is State.STOP
 
-    # A lower level that outputs NaN stops the robot: no NaN reaches a command.
+    # Either level outputting NaN stops the robot: no NaN reaches a command, and what the step reports (and a bag
+    # records) keeps the joint-level widths.
     upper, lower = manifest.levels
-    broken = DeployRuntime(manifest, SafetyCfg(ramp_time_s=0.0, input_rate_samples=0),
-                           policy=(lambda obs: np.zeros(upper.action_dim), lambda obs: np.full(lower.action_dim, np.nan)))
-    for tick in range(3):
-        resting_inputs(broken, manifest, tick * 0.02)
-        result = broken.step(tick * 0.02)
-    assert result.state is State.STOP and "non-finite policy output" in result.reason
-    assert result.command is None or np.isfinite(result.command).all()
+    for nan_level in ("upper", "lower"):
+        policies = [lambda obs: np.zeros(upper.action_dim), lambda obs: np.zeros(lower.action_dim)]
+        dims = (upper.action_dim, lower.action_dim)
+        k = 0 if nan_level == "upper" else 1
+        policies[k] = lambda obs, dim=dims[k]: np.full(dim, np.nan)
+        broken = DeployRuntime(manifest, SafetyCfg(ramp_time_s=0.0, input_rate_samples=0), policy=tuple(policies))
+        for tick in range(3):
+            resting_inputs(broken, manifest, tick * 0.02)
+            result = broken.step(tick * 0.02)
+            if result.raw_action is not None:
+                assert result.raw_action.shape == (manifest.action_dim,) and result.observation.shape == (manifest.obs_dim,)
+        assert result.state is State.STOP and "non-finite policy output" in result.reason, nan_level
+        assert result.command is None or np.isfinite(result.command).all()
 
 
 def test_broken_two_level_exports_are_refused_with_the_reason(two_levels, tmp_path):
