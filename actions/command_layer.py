@@ -139,7 +139,7 @@ class _LowerLevelView:
 class WholeBodyPolicyAction(WholeBodyCommandAction):
     """Commands executed by a frozen whole-body policy: its ONNX file and manifest (`params["export"]`, a folder written
     by `batonlab export`), its action terms (`params["actions"]`) and its observation group (`params["observations"]`)
-    as its task (`params["task"]`) defines them; the manifest must be of that task and match both (joints and
+    as its task defines them; the manifest must be of a task `params["tasks"]` names and match both (joints and
     observation terms, in order)."""
 
     def __init__(self, env, cfg: ActionTermCfg):
@@ -153,10 +153,11 @@ class WholeBodyPolicyAction(WholeBodyCommandAction):
             self.manifest = load_manifest(export)
         except ManifestError as err:
             raise LowerLevelError(f"the whole-body policy's export: {err}") from None
-        task = cfg.params.get("task")
-        if task is not None and self.manifest.task != task:
+        tasks = tuple(cfg.params.get("tasks", ()))
+        if tasks and self.manifest.task not in tasks:
+            names = " or ".join(f"'{t}'" for t in tasks)
             raise LowerLevelError(f"{export} holds a policy of task '{self.manifest.task}'; this task's lower level is "
-                                  f"a '{task}' policy")
+                                  f"a {names} policy")
         self.policy = OnnxPolicy(self.manifest)
         self.view = _LowerLevelView(env)
         self.lower = ActionManager(self.view, dict(cfg.params["actions"]))

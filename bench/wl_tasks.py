@@ -4,7 +4,7 @@ over the scripted lower level and over a trained whole-body policy, per seed.
 
     python bench/wl_tasks.py [--tasks wl_door wl_baton wl_chase] [--seeds 0 1 2] [--num-envs 256] [--iterations 60]
                              [--episodes 64] [--dagger-iterations 0] [--lower-export RUN/exported] [--out bench_results/wl_tasks]
-                             [--resume]
+                             [--resume] [--no-students]
 
 Per task and seed, each on `--episodes` play episodes (one per env, seed 10 000 + seed):
 - `expert / scripted`: the task's scripted expert over the scripted lower level (`<task>_scripted`);
@@ -119,6 +119,7 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=60)
     parser.add_argument("--episodes", type=int, default=64)
     parser.add_argument("--dagger-iterations", type=int, default=0, help="β falls to 0 over these (0: BC, β = 1)")
+    parser.add_argument("--no-students", action="store_true", help="test the experts only")
     parser.add_argument("--lower-export", default=None, help="a whole-body policy's export folder (wl_loco_manip_pose)")
     parser.add_argument("--out", type=Path, default=Path("bench_results/wl_tasks"))
     parser.add_argument("--resume", action="store_true", help="keep the results in OUT/results.json, run the rest")
@@ -143,7 +144,7 @@ def main() -> None:
                 if (task, "expert", lower, seed) not in done:
                     record(Result(task, "expert", lower, seed, *test(task, lower, export, seed, args.episodes)))
             missing = [lower for lower in lowers if (task, student_name, lower, seed) not in done]
-            if not missing:
+            if not missing or args.no_students:
                 continue
             torch.manual_seed(seed)
             student, seconds, steps = clone(task, seed, args.num_envs, args.iterations, args.dagger_iterations,

@@ -170,12 +170,14 @@ class EndEffectorTargetCommand(PositionCommand):
         self._move_marker()
         return log
 
-    def hold(self, value: torch.Tensor) -> None:
-        """Set the target to `value` (num_envs, dim) at once, no glide, and keep it until the next call."""
-        super().hold(value)
-        self.start[:] = self.command
-        self.goal[:] = self.command
-        self.phase[:] = 1.0
+    def hold(self, value: torch.Tensor, env_ids: torch.Tensor | None = None) -> None:
+        """Set the target of `env_ids` (default: every env) to `value` (len(env_ids), dim) at once, no glide, and keep
+        it until the next call."""
+        super().hold(value, env_ids)
+        ids = slice(None) if env_ids is None else env_ids
+        self.start[ids] = self.command[ids]
+        self.goal[ids] = self.command[ids]
+        self.phase[ids] = 1.0
         self._move_marker()
 
     def default_value(self) -> tuple[float, ...]:

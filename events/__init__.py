@@ -15,3 +15,4 @@ from batonlab.events.physics import (
     randomize_joint_parameters,
 )
 from batonlab.events.root import push_by_setting_velocity, reset_root_on_terrain
+from batonlab.events.upper_commands import PlayRecordedCommands, play_recorded_commands

@@ -183,6 +183,7 @@ def _load_builtin_tasks() -> None:
         wl_chase,
         wl_door,
         wl_loco_manip,
+        wl_loco_manip_upper,
         wl_velocity,
     )
 

@@ -75,6 +75,9 @@ HOLD_RADIUS = 0.06
 WHOLE_BODY_TASK = "wl_loco_manip_pose"
 """The task whose trained whole-body policy executes the commands."""
 
+LOWER_LEVEL_TASKS = (WHOLE_BODY_TASK, "wl_loco_manip_upper")
+"""The tasks whose trained whole-body policies can execute the commands (one joint, observation and ONNX layout)."""
+
 SCRIPTED_GAIN_SCALE = (8.0, 8.0)
 """`wl_door_scripted` multiplies the legs' and wheels' servo gains by this (drawn from the range) [-]."""
 
@@ -112,7 +115,7 @@ def whole_body_policy_action(export: str | None = None) -> ActionTermCfg:
     """The commands, executed by the frozen whole-body policy of `WHOLE_BODY_TASK` (its `export` folder)."""
     lower = make_wl_loco_manip_pose_cfg(play=True)
     return ActionTermCfg(cls=WholeBodyPolicyAction, joints=(), params={
-        "export": export, "task": WHOLE_BODY_TASK, "base_command": COMMAND, "ee_command": EE_COMMAND,
+        "export": export, "tasks": LOWER_LEVEL_TASKS, "base_command": COMMAND, "ee_command": EE_COMMAND,
         "actions": lower.actions, "observations": lower.observations["policy"]})
 
 

@@ -14,10 +14,12 @@ from batonlab.deploy import load_manifest
 from batonlab.deploy.policy import OnnxPolicy
 from batonlab.env.cfg import TaskCfg
 from batonlab.env.env import BatonEnv
+from batonlab.events import PlayRecordedCommands
 from batonlab.export.onnx import export
 from batonlab.rl.runner import BatonRunner
 from batonlab.rl.vecenv import RslRlVecEnv
 from batonlab.tasks import make_agent_cfg, make_task_cfg
+from batonlab.tasks.upper_commands import record_expert_commands
 from batonlab.tasks.wl_door import WHOLE_BODY_TASK
 
 
@@ -26,9 +28,31 @@ def is_hierarchical(cfg: TaskCfg) -> bool:
     return any(issubclass(term.cls, WholeBodyCommandAction) for term in cfg.actions.values())
 
 
-def untrained_export(out: Path, task: str = WHOLE_BODY_TASK) -> str:
-    """The export folder of a freshly initialised policy of `task`, written to `out`."""
+def plays_recorded_commands(cfg: TaskCfg) -> bool:
+    """Whether the task trains on recorded upper-level commands (`wl_loco_manip_upper`)."""
+    return any(term.func is PlayRecordedCommands for term in cfg.events.values())
+
+
+def with_command_recording(cfg: TaskCfg, file: str | Path) -> TaskCfg:
+    """`cfg` with every recorded-command event playing `file`."""
+    for term in cfg.events.values():
+        if term.func is PlayRecordedCommands:
+            term.params["file"] = str(file)
+    return cfg
+
+
+def command_recording(out: Path, episodes: int = 4, seconds: float = 1.0) -> Path:
+    """A short recording of `wl_baton`'s expert's commands (`episodes` of `seconds`, seed 0), written to `out`."""
+    record_expert_commands("wl_baton", episodes, seed=0, episode_length_s=seconds).save(out)
+    return out
+
+
+def untrained_export(out: Path, task: str = WHOLE_BODY_TASK, recording: Path | None = None) -> str:
+    """The export folder of a freshly initialised policy of `task` (playing the command `recording`, if it plays
+    one), written to `out`."""
     cfg = make_task_cfg(task, play=True)
+    if recording is not None:
+        with_command_recording(cfg, recording)
     cfg.num_envs, cfg.sim.num_threads = 2, 1
     env = BatonEnv(cfg)
     torch.manual_seed(0)  # the same weights in every session: tests that compare runs of it are reproducible

@@ -77,13 +77,15 @@ class CommandTerm(abc.ABC):
         there is no safe default and the robot must receive one before it starts."""
         return None
 
-    def hold(self, value: torch.Tensor) -> None:
-        """Set every env's command to `value` (num_envs, dim) and keep it until the next call (an upper level's
-        output, `batonlab.actions.command_layer`): no timer draws over it; a reset draws afresh until the next call."""
-        self.command[:] = value
-        self.time_left[:] = float("inf")
+    def hold(self, value: torch.Tensor, env_ids: torch.Tensor | None = None) -> None:
+        """Set the command of `env_ids` (default: every env) to `value` (len(env_ids), dim) and keep it until the next
+        call (an upper level's output, `batonlab.actions.command_layer`): no timer draws over it; a reset draws afresh
+        until the next call."""
+        ids = slice(None) if env_ids is None else env_ids
+        self.command[ids] = value
+        self.time_left[ids] = float("inf")
         for index, fixed in self._fixed.items():
-            self.command[:, index] = fixed
+            self.command[ids, index] = fixed
 
     def fix_field(self, field: str, value: float) -> None:
         """Hold one component at `value` from now on and in every later draw. `sample` still draws it

@@ -94,10 +94,10 @@ def test_an_export_of_another_task_or_none_is_refused_clearly(tmp_path):
         _env("wl_door", export=str(tmp_path / "nowhere"))
     folder = untrained_export(tmp_path / "balance", task="wl_balance")
     with pytest.raises(LowerLevelError, match="holds a policy of task 'wl_balance'; this task's lower level is a "
-                                              "'wl_loco_manip_pose' policy"):
+                                              "'wl_loco_manip_pose' or 'wl_loco_manip_upper' policy"):
         _env("wl_door", export=folder)
     with pytest.raises(LowerLevelError, match="drives joints"):  # a task's name is no guarantee: its joints are checked
-        _env("wl_door", export=folder, task="wl_balance")
+        _env("wl_door", export=folder, tasks=("wl_balance",))
 
 
 def test_train_without_the_lower_levels_export_refuses_in_one_line(tmp_path, capsys):

@@ -13,6 +13,8 @@ states by name, sensor readings, commands, the last action) to 1e-5 on states of
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -30,13 +32,20 @@ from batonlab.rl.vecenv import RslRlVecEnv
 from batonlab.export.deployable import ExportError
 from batonlab.tasks import list_tasks, make_agent_cfg, make_task_cfg
 from batonlab.actions.command_layer import WholeBodyPolicyAction
-from whole_body import is_hierarchical, untrained_export, with_lower_level
+from whole_body import (command_recording, is_hierarchical, plays_recorded_commands, untrained_export,
+                        with_command_recording, with_lower_level)
 
 
 @pytest.fixture(scope="module")
 def whole_body_export(tmp_path_factory) -> str:
     """An untrained whole-body policy's export: the lower level the hierarchical tasks build with."""
     return untrained_export(tmp_path_factory.mktemp("whole_body"))
+
+
+@pytest.fixture(scope="module")
+def upper_commands(tmp_path_factory) -> Path:
+    """A short recording of upper-level commands, for the tasks that train on them."""
+    return command_recording(tmp_path_factory.mktemp("upper_commands") / "commands.npz")
 
 
 @pytest.mark.parametrize("task", [t.name for t in list_tasks()])
@@ -46,6 +55,8 @@ def test_task_builds_steps_and_exports(task, tmp_path, request):
     hierarchical = is_hierarchical(cfg)
     if hierarchical:
         with_lower_level(cfg, request.getfixturevalue("whole_body_export"))
+    if plays_recorded_commands(cfg):
+        with_command_recording(cfg, request.getfixturevalue("upper_commands"))
     env = BatonEnv(cfg)
     generator = torch.Generator().manual_seed(0)
     for _ in range(5):
@@ -68,6 +79,8 @@ def test_task_builds_steps_and_exports(task, tmp_path, request):
     play_cfg.num_envs = 1
     if hierarchical:
         with_lower_level(play_cfg, request.getfixturevalue("whole_body_export"))
+    if plays_recorded_commands(play_cfg):
+        with_command_recording(play_cfg, request.getfixturevalue("upper_commands"))
     play_env = BatonEnv(play_cfg)
     agent = make_agent_cfg(task)
     agent.obs_groups["actor"] = [g for g in agent.obs_groups["actor"] if not play_cfg.observations[g].privileged]
