@@ -5,7 +5,8 @@ measured per held command, the tool held at one point of the arm base frame.
     python bench/held_commands.py --export RUN/exported [--commands 0,0 0,0.4 0.2,0 -0.2,0] [--tool 0.3 0 -0.05]
                                   [--envs 16] [--seed 0] [--settle-s 1] [--measure-s 2]
 
-Each command starts from a reset of `wl_door` (its lower level: the export), is held for `--settle-s` and then
+Each command starts from a reset of the wheel-legged tasks' shared robot and ground (`make_command_layer_cfg`: no
+door, no cup in the way; its lower level: the export), is held for `--settle-s` and then
 measured over `--measure-s`: the mean speed along the starting heading [m/s] and yaw rate [rad/s] over the envs that
 did not fall, with their spread, and how many fell. A command with a negative speed is written `--commands=-0.2,0`.
 """
@@ -18,7 +19,7 @@ import torch
 
 from batonlab.env.env import BatonEnv
 from batonlab.observations import root_pos_w, root_quat_w
-from batonlab.tasks import make_task_cfg
+from batonlab.tasks.wl_door import make_command_layer_cfg
 from batonlab.utils.quaternions import yaw_from_quat
 
 
@@ -62,8 +63,7 @@ def main() -> None:
     parser.add_argument("--settle-s", type=float, default=1.0)
     parser.add_argument("--measure-s", type=float, default=2.0)
     args = parser.parse_args()
-    cfg = make_task_cfg("wl_door", play=True)
-    cfg.actions["commands"].params["export"] = args.export
+    cfg = make_command_layer_cfg(play=True, export=args.export)  # flat ground: nothing in the robot's way
     cfg.num_envs, cfg.seed = args.envs, args.seed
     env = BatonEnv(cfg)
     steps = lambda s: round(s / env.step_dt)  # noqa: E731

@@ -22,8 +22,11 @@ RECORDED_FRACTION = 0.5
 
 
 def make_wl_loco_manip_upper_cfg(play: bool = False, file: str | None = None) -> TaskCfg:
-    """`wl_loco_manip_pose` with `RECORDED_FRACTION` of its episodes playing the command recording `file`."""
+    """`wl_loco_manip_pose` with `RECORDED_FRACTION` of its episodes playing the command recording `file`; `play` (and
+    the export) is the pose task's, so that a run plays and exports without its recording."""
     cfg = make_wl_loco_manip_pose_cfg(play)
+    if play:
+        return cfg
     cfg.events["upper_commands"] = EventTermCfg(func=events.PlayRecordedCommands, mode="reset", params={
         "file": file, "fraction": RECORDED_FRACTION, "base_command": COMMAND, "ee_command": EE_COMMAND})
     cfg.events["play_upper_commands"] = EventTermCfg(func=events.play_recorded_commands, mode="interval",
