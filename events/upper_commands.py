@@ -55,13 +55,18 @@ class CommandRecording:
             raise CommandRecordingError(f"episode lengths must be in [1, {steps}], got {self.lengths.min()}..{self.lengths.max()}")
         if not self.step_dt > 0.0:
             raise CommandRecordingError(f"step_dt must be > 0, got {self.step_dt}")
-        recorded = np.arange(steps)[None, :] < self.lengths[:, None]
+        recorded = self.recorded
         for name, values in (("velocity", self.velocity), ("pose", self.pose)):
             if not np.isfinite(values[recorded]).all():
                 raise CommandRecordingError(f"the recording's {name} holds non-finite values")
         norms = np.linalg.norm(self.pose[recorded][:, 3:], axis=1)
         if np.abs(norms - 1.0).max() > 1e-3:
             raise CommandRecordingError(f"the recording's tool quaternions are not unit (norms {norms.min():.4f}..{norms.max():.4f})")
+
+    @property
+    def recorded(self) -> np.ndarray:
+        """(episodes, steps) bool: the steps each episode recorded (the rest is padding)."""
+        return np.arange(self.velocity.shape[1])[None, :] < self.lengths[:, None]
 
     def save(self, path: str | Path) -> None:
         """Write the recording to `path` (.npz), atomically."""

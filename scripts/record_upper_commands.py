@@ -30,7 +30,7 @@ def main() -> None:
     for task in args.tasks:
         recording = record_expert_commands(task, args.episodes, args.seed, progress=True)
         speed, yaw_rate = np.abs(recording.velocity[..., 0]), np.abs(recording.velocity[..., 1])
-        recorded = np.arange(speed.shape[1])[None] < recording.lengths[:, None]
+        recorded = recording.recorded
         print(f"[record_upper_commands] {task}: {len(recording.lengths)} episodes, {int(recording.lengths.sum())} steps; "
               f"|speed| {speed[recorded].mean():.3f} m/s (max {speed[recorded].max():.2f}), |yaw rate| "
               f"{yaw_rate[recorded].mean():.3f} rad/s (max {yaw_rate[recorded].max():.2f})", flush=True)

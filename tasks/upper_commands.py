@@ -5,7 +5,6 @@ whole-body policy on (`batonlab.events.upper_commands`)."""
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from batonlab.actions.command_layer import WholeBodyCommandAction
@@ -28,13 +27,11 @@ def record_expert_commands(task: str, episodes: int, seed: int, episode_length_s
     if cfg.expert is None:
         raise ValueError(f"task '{task}_scripted' has no scripted expert to record")
     env = BatonEnv(cfg)
-    try:
-        layer = next((name, term) for name, term in env.action_manager.terms.items()
-                     if isinstance(term, WholeBodyCommandAction))
-    except StopIteration:
+    name, term = next(((name, term) for name, term in env.action_manager.terms.items()
+                       if isinstance(term, WholeBodyCommandAction)), (None, None))
+    if term is None:
         env.close()
-        raise ValueError(f"task '{task}_scripted' has no command layer whose commands could be recorded") from None
-    name, term = layer
+        raise ValueError(f"task '{task}_scripted' has no command layer whose commands could be recorded")
     columns = env.action_manager.term_slice(name)
     expert = build_term(cfg.expert.func, cfg.expert.params, env, "expert")
     velocities, poses = [], []

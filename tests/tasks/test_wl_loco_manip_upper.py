@@ -68,6 +68,12 @@ def test_played_commands_are_held_step_by_step_and_the_next_recording_follows(re
                                    saved.velocity[episode, step], atol=1e-6)
         np.testing.assert_allclose(env.command_manager.command("ee_target").numpy(), saved.pose[episode, step],
                                    atol=1e-6)
+        # Held: the command terms' own timers and glide leave them where they are.
+        held = {name: term.command.clone() for name, term in env.command_manager.terms.items()}
+        for term in env.command_manager.terms.values():
+            term.update(0.0)
+        for name, term in env.command_manager.terms.items():
+            torch.testing.assert_close(term.command, held[name])
         # A recording plays on, step after step, until its episode ends (then another one starts) or the env resets.
         restarted = step == 0
         reset = (terminated | truncated).numpy()
