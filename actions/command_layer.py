@@ -39,11 +39,15 @@ class LowerLevelError(ValueError):
 class WholeBodyCommandAction(ActionTerm):
     """Base of the command layers: actions (num_envs, 5 or 8) in [-1, 1] → held `base_command` and `ee_command`.
 
-    `lin_vel_x = speed_scale · a0` [m/s], `ang_vel_z = yaw_rate_scale · a1` [rad/s], tool position = stowed +
-    `position_scale · a2:5` [m, arm base frame], tool orientation = exp(`orientation_scale · a5:8`) ⊗ stowed [rad].
+    `lin_vel_x = speed_scale · a0` [m/s], `ang_vel_z = yaw_rate_scale · a1` [rad/s], tool position = origin +
+    `position_scale · a2:5` [m, arm base frame], tool orientation = exp(`orientation_scale · a5:8`) ⊗ origin [rad].
+    The origin is the stowed tool pose; `anchor` (a `policy` observation term: a position, or a pose's first 3 values)
+    puts its position, and `orientation_anchor` (a pose term) its orientation, at that term's newest frame as the
+    policy saw it, delayed with the action: the tool is commanded relative to the object, or the tool, it perceives.
 
     `cfg.params`: `base_command`, `ee_command` (command names), `orientation` (the ee command is a pose; default True),
-    `speed_scale` (1.0), `yaw_rate_scale` (1.0), `position_scale` (0.6), `orientation_scale` (π: every orientation).
+    `speed_scale` (1.0), `yaw_rate_scale` (1.0), `position_scale` (0.6), `orientation_scale` (π: every orientation),
+    `anchor`, `orientation_anchor` (None).
     """
 
     action_type = COMMAND_LAYER_TYPE
@@ -57,6 +61,10 @@ class WholeBodyCommandAction(ActionTerm):
         self.yaw_rate_scale = float(params.get("yaw_rate_scale", 1.0))
         self.position_scale = float(params.get("position_scale", 0.6))
         self.orientation_scale = float(params.get("orientation_scale", math.pi))
+        self.anchor: str | None = params.get("anchor")
+        self.orientation_anchor: str | None = params.get("orientation_anchor")
+        self._origins: torch.Tensor | None = None
+        """(num_envs, max action delay + 1, 3) the latest tool origins, newest first (with `anchor`)."""
         self.raw_actions = torch.zeros(env.num_envs, self.action_dim, device=env.device)
 
     @property
@@ -68,39 +76,79 @@ class WholeBodyCommandAction(ActionTerm):
         """The ee command's stowed value (dim,): what zero actions hold the tool at."""
         return self.env.command_manager.terms[self.ee_command].stowed_command
 
-    def commands(self, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(base velocity (num_envs, 2) [m/s, rad/s], ee command (num_envs, 3 or 7)) of actions (num_envs, action_dim)."""
+    def tool_origin(self) -> torch.Tensor:
+        """(num_envs, 3 or 7) the tool pose zero actions command now [m, w x y z, arm base frame]: the position of
+        `anchor` and the orientation of `orientation_anchor` as the policy last observed them, the stowed pose's
+        otherwise (and before they are observed)."""
+        origin = self.stowed_pose().repeat(self.env.num_envs, 1)
+        observations = getattr(self.env, "observation_manager", None)
+        if observations is None:
+            return origin
+        for name, columns, widths in ((self.anchor, slice(0, 3), (3, 7)), (self.orientation_anchor, slice(3, 7), (7,))):
+            value = None if name is None else observations.newest("policy", name)
+            if value is None:
+                continue
+            if value.shape[1] not in widths:
+                raise ValueError(f"the command layer's anchor '{name}' is {value.shape[1]} wide; it must be a "
+                                 f"{'position (3) or ' if 3 in widths else ''}pose (7: position, w x y z)")
+            part = value[:, columns] if value.shape[1] == 7 else value
+            origin[:, columns] = part if columns.start == 0 else part / part.norm(dim=1, keepdim=True).clamp_min(1e-6)
+        return origin
+
+    def _origin_of_actions(self) -> torch.Tensor:
+        """The tool origin of the (possibly delayed) actions being processed: the one the policy saw when it acted."""
+        if self.anchor is None and self.orientation_anchor is None:
+            return self.tool_origin()
+        history = self.env.action_manager._history
+        depth = 1 if history is None else history.shape[1]
+        if self._origins is None or self._origins.shape[1] < depth:
+            origins = self.stowed_pose().repeat(self.env.num_envs, depth, 1)
+            if self._origins is not None:
+                origins[:, : self._origins.shape[1]] = self._origins
+            self._origins = origins
+        self._origins[:] = torch.roll(self._origins, shifts=1, dims=1)
+        self._origins[:, 0] = self.tool_origin()
+        envs = torch.arange(self.env.num_envs, device=self.env.device)
+        return self._origins[envs, self.env.action_manager.delay_steps.clamp_max(depth - 1)]
+
+    def commands(self, actions: torch.Tensor, origin: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(base velocity (num_envs, 2) [m/s, rad/s], ee command (num_envs, 3 or 7)) of actions (num_envs, action_dim)
+        about the tool `origin` (num_envs, 3 or 7; default `tool_origin()`, now)."""
         a = actions.clamp(-1.0, 1.0)
         velocity = torch.stack([self.speed_scale * a[:, 0], self.yaw_rate_scale * a[:, 1]], dim=1)
-        stowed = self.stowed_pose()
-        position = stowed[:3] + self.position_scale * a[:, 2:5]
+        origin = self.tool_origin() if origin is None else origin
+        position = origin[:, :3] + self.position_scale * a[:, 2:5]
         if not self.orientation:
             return velocity, position
         turn = quat_from_rotation_vector(self.orientation_scale * a[:, 5:8])
-        quat = quat_canonical(quat_mul(turn, stowed[3:].expand_as(turn)))
+        quat = quat_canonical(quat_mul(turn, origin[:, 3:7]))
         return velocity, torch.cat([position, quat], dim=1)
 
     def actions_for(self, velocity: torch.Tensor, ee_command: torch.Tensor) -> torch.Tensor:
         """The actions (num_envs, action_dim) that command `velocity` (num_envs, 2) and `ee_command` (num_envs, 3 or 7):
-        the inverse of `commands` inside its range (scripted experts think in commands)."""
-        stowed = self.stowed_pose()
+        the inverse of `commands` about today's origin, inside its range (scripted experts think in commands)."""
+        origin = self.tool_origin()
         parts = [velocity[:, :1] / self.speed_scale, velocity[:, 1:2] / self.yaw_rate_scale,
-                 (ee_command[:, :3] - stowed[:3]) / self.position_scale]
+                 (ee_command[:, :3] - origin[:, :3]) / self.position_scale]
         if self.orientation:
-            inverse_stowed = stowed[3:] * torch.tensor([1.0, -1.0, -1.0, -1.0], device=stowed.device)
-            turn = quat_mul(ee_command[:, 3:7], inverse_stowed.expand(len(ee_command), 4))
-            parts.append(rotation_vector_from_quat(turn) / self.orientation_scale)
+            inverse = origin[:, 3:7] * torch.tensor([1.0, -1.0, -1.0, -1.0], device=self.env.device)
+            parts.append(rotation_vector_from_quat(quat_mul(ee_command[:, 3:7], inverse)) / self.orientation_scale)
         return torch.cat(parts, dim=1).clamp(-1.0, 1.0)
 
     def process(self, actions: torch.Tensor) -> None:
         """Hold the commands of `actions` (num_envs, action_dim), then let the lower level act on them."""
         self.raw_actions[:] = actions
-        velocity, ee = self.commands(actions)
+        velocity, ee = self.commands(actions, self._origin_of_actions())
         terms = self.env.command_manager.terms
         base = terms[self.base_command]
         base.hold(torch.cat([velocity, base.command[:, 2:]], dim=1))
         terms[self.ee_command].hold(ee)
         self.drive()
+
+    def reset(self, env_ids: torch.Tensor) -> None:
+        """A new episode's delayed actions (zeros) hold the tool stowed, as without an anchor."""
+        if self._origins is not None:
+            self._origins[env_ids] = self.stowed_pose()
 
     @abc.abstractmethod
     def drive(self) -> None:
@@ -190,6 +238,7 @@ class WholeBodyPolicyAction(WholeBodyCommandAction):
 
     def reset(self, env_ids: torch.Tensor) -> None:
         """Clear the lower level's actions and observation state of the envs that reset."""
+        super().reset(env_ids)
         self.lower.reset(env_ids)
         if self.observations is not None:
             self.observations.reset(env_ids)
@@ -255,6 +304,7 @@ class ScriptedWholeBodyAction(WholeBodyCommandAction):
 
     def reset(self, env_ids: torch.Tensor) -> None:
         """A new episode starts with no sag."""
+        super().reset(env_ids)
         self.sag[env_ids] = 0.0
 
     def apply(self, ctrl: torch.Tensor) -> None:

@@ -22,6 +22,8 @@ Observation groups:
 
 from __future__ import annotations
 
+import math
+
 import mujoco
 
 from batonlab import events, observations
@@ -111,6 +113,11 @@ def make_wl_door_scene_spec() -> mujoco.MjSpec:
     return spec
 
 
+COMMAND_SCALES = {"speed_scale": 1.0, "yaw_rate_scale": 1.0, "position_scale": 0.6, "orientation_scale": math.pi,
+                  "anchor": None, "orientation_anchor": None}
+"""The command layer's scales and tool origin (`WholeBodyCommandAction`): the tool about its stowed pose."""
+
+
 def whole_body_policy_action(export: str | None = None) -> ActionTermCfg:
     """The commands, executed by the frozen whole-body policy of `WHOLE_BODY_TASK` (its `export` folder)."""
     lower = make_wl_loco_manip_pose_cfg(play=True)
@@ -167,6 +174,7 @@ def make_command_layer_cfg(play: bool = False, export: str | None = None, script
     cfg.num_envs = 16 if play else 512
     cfg.episode_length_s = 15.0
     commands = scripted_whole_body_action() if scripted else whole_body_policy_action(export)
+    commands.params.update(COMMAND_SCALES)
     cfg.actions = {"commands": commands,
                    "gripper": ActionTermCfg(cls=JointPositionAction, joints=(GRIPPER_JOINT,), scale=GRIPPER_SCALE)}
     cfg.deploy.held_joints = ()

@@ -84,7 +84,7 @@ class TwoLevels:
 
     def __init__(self, manifest: Manifest, ctx: ObsContext, policy=None):
         upper, lower = manifest.levels
-        self.layer = CommandLayer(command_layer_of(upper), lower)
+        self.layer = CommandLayer(command_layer_of(upper), lower, upper.obs_terms)
         self.upper_obs, self.lower_obs = self.observations(manifest, ctx)
         upper_policy, lower_policy = policy if policy is not None else (_onnx(upper), _onnx(lower))
         self.policies = (upper_policy, lower_policy)
@@ -143,7 +143,7 @@ class TwoLevels:
             return (np.concatenate([upper_obs, lower_obs]), np.concatenate([lower_raw, upper_raw[self.upper_joint_raw]]),
                     None)
         self.upper_last[:] = upper_raw
-        self.commands = self.layer(upper_raw[self.layer_raw])
+        self.commands = self.layer(upper_raw[self.layer_raw], upper_obs)
         vectors = {**inputs.vectors, **self.commands}
         lower_obs = self.lower_obs.compute(RobotInputs(inputs.joint_pos, inputs.joint_vel, vectors, self.lower_last))
         lower_raw = np.asarray(lower_policy(lower_obs), dtype=np.float32)

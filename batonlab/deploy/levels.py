@@ -34,13 +34,22 @@ class CommandLayer:
     Args:
         spec: The command layer's section of the upper manifest.
         lower: The lower level's manifest, whose commands the layer drives.
+        upper_obs_terms: The upper level's observation layout (`ObsTermLayout`s), where the layer's anchors lie.
 
     Raises:
-        ManifestError: the lower level has no such commands, or not of the shape the layer gives them.
+        ManifestError: the lower level has no such commands, or not of the shape the layer gives them; an anchor is
+            not an upper observation term of the right width.
     """
 
-    def __init__(self, spec: CommandLayerSpec, lower):
+    def __init__(self, spec: CommandLayerSpec, lower, upper_obs_terms=()):
         self.spec = spec
+        self.anchors = [(columns, *anchor_columns(upper_obs_terms, name, widths))
+                        for name, columns, widths in ((spec.anchor, slice(0, 3), (3, 7)),
+                                                      (spec.orientation_anchor, slice(3, 7), (7,)))
+                        if name is not None]
+        """(origin columns, the upper observation's columns of the anchor's newest frame, its scale) per anchor."""
+        if spec.orientation_anchor is not None and not spec.orientation:
+            raise ManifestError("command layer: an orientation_anchor needs a pose command (stowed of 7 values)")
         base, ee = lower.commands.get(spec.base_command), lower.commands.get(spec.ee_command)
         for name, command in ((spec.base_command, base), (spec.ee_command, ee)):
             if command is None:
@@ -59,17 +68,48 @@ class CommandLayer:
         self.base_rest = np.array(base.default if base.default is not None else (0.0, 0.0), dtype=np.float64)
         self.stowed = np.array(spec.stowed, dtype=np.float64)
 
-    def __call__(self, raw: np.ndarray) -> dict[str, np.ndarray]:
-        """Raw actions (width,) → {velocity command: (lin_vel_x [m/s], ang_vel_z [rad/s], default beyond),
-        tool command: position [m, arm base frame] (+ quaternion w x y z, w ≥ 0)}."""
+    def origin(self, obs: np.ndarray | None) -> np.ndarray:
+        """(3,) or (7,) the tool pose zero actions command: the stowed one, with the anchors' newest frames in the
+        upper observation `obs` in their place [m, w x y z, arm base frame]."""
+        origin = self.stowed.copy()
+        if self.anchors and obs is None:
+            raise ValueError("this command layer is anchored to the upper observation; pass it")
+        for columns, where, scale in self.anchors:
+            part = np.asarray(obs[where], dtype=np.float64) / scale
+            origin[columns] = part if columns.start == 0 else part / max(np.linalg.norm(part), 1e-6)
+        return origin
+
+    def __call__(self, raw: np.ndarray, obs: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """Raw actions (width,) about the origin of the upper observation `obs` → {velocity command: (lin_vel_x [m/s],
+        ang_vel_z [rad/s], default beyond), tool command: position [m, arm base frame] (+ quaternion w x y z, w ≥ 0)}."""
         spec, a = self.spec, np.clip(np.asarray(raw, dtype=np.float64), -1.0, 1.0)
+        origin = self.origin(obs)
         base = self.base_rest.copy()
         base[:2] = spec.speed_scale * a[0], spec.yaw_rate_scale * a[1]
-        position = self.stowed[:3] + spec.position_scale * a[2:5]
+        position = origin[:3] + spec.position_scale * a[2:5]
         if not spec.orientation:
             return {spec.base_command: base, spec.ee_command: position}
-        quat = quat_mul(quat_from_rotation_vector(spec.orientation_scale * a[5:8]), self.stowed[3:])
+        quat = quat_mul(quat_from_rotation_vector(spec.orientation_scale * a[5:8]), origin[3:])
         return {spec.base_command: base, spec.ee_command: canonical_pose(np.concatenate([position, quat]))}
+
+
+def anchor_columns(obs_terms, name: str, widths: tuple[int, ...]) -> tuple[slice, float]:
+    """(the columns of term `name`'s newest frame in an observation of layout `obs_terms`, its scale).
+
+    Raises:
+        ManifestError: no such term, or its frame is not one of `widths` wide.
+    """
+    start = 0
+    for term in obs_terms:
+        if term.name == name:
+            if term.size not in widths:
+                raise ManifestError(f"command layer: anchor '{name}' is {term.size} wide; it must be "
+                                    f"{' or '.join(map(str, widths))} wide (a position, or a pose: position, w x y z)")
+            newest = start + term.width - term.size
+            return slice(newest, newest + term.size), term.scale
+        start += term.width
+    raise ManifestError(f"command layer: anchor '{name}' is not an upper observation term; they are "
+                        f"{[t.name for t in obs_terms]}")
 
 
 def command_layer_of(manifest) -> CommandLayerSpec | None:
@@ -103,7 +143,7 @@ def join_levels(upper, lower):
     if (upper.control.physics_dt, upper.control.decimation) != (lower.control.physics_dt, lower.control.decimation):
         raise ManifestError(f"the upper level runs every {upper.control_dt:g} s, the lower level ({lower.task}) every "
                             f"{lower.control_dt:g} s; both levels run at one control step")
-    CommandLayer(layer, lower)  # the lower level takes the commands the layer gives
+    CommandLayer(layer, lower, upper.obs_terms)  # the lower level takes the commands the layer gives, anchors exist
     driven = layer.commands
     own = [a for a in upper.actions if a.command_layer is None]
     both = sorted(set(upper.joint_names) & set(lower.joint_names))

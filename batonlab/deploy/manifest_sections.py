@@ -130,6 +130,11 @@ class CommandLayerSpec:
     orientation_scale: float
     stowed: tuple[float, ...]
     """The tool command that zero actions hold (3 values, or 7 for a pose: position [m], quaternion w x y z)."""
+    anchor: str | None = None
+    """An upper observation term (a position, or a pose's first 3 values) whose newest frame replaces the stowed
+    position as what zero position actions hold [m, arm base frame]."""
+    orientation_anchor: str | None = None
+    """An upper observation term (a pose: position, w x y z) whose newest frame's orientation replaces the stowed one."""
 
     def __post_init__(self):
         if len(self.stowed) not in (3, 7):
@@ -161,7 +166,9 @@ class CommandLayerSpec:
         return {"lower": self.lower, "base_command": self.base_command, "ee_command": self.ee_command,
                 "speed_scale": self.speed_scale, "yaw_rate_scale": self.yaw_rate_scale,
                 "position_scale": self.position_scale, "orientation_scale": self.orientation_scale,
-                "stowed": list(self.stowed)}
+                "stowed": list(self.stowed),
+                **{key: value for key, value in (("anchor", self.anchor), ("orientation_anchor", self.orientation_anchor))
+                   if value is not None}}
 
     @classmethod
     def from_json(cls, data: Any, label: str) -> CommandLayerSpec:
@@ -172,7 +179,16 @@ class CommandLayerSpec:
                    required(data, label, "ee_command", str),
                    *(required_number(data, label, key) for key in ("speed_scale", "yaw_rate_scale", "position_scale",
                                                                    "orientation_scale")),
-                   numbers(required(data, label, "stowed", list), f"{label}.stowed"))
+                   numbers(required(data, label, "stowed", list), f"{label}.stowed"),
+                   *(_optional_name(data, label, key) for key in ("anchor", "orientation_anchor")))
+
+
+def _optional_name(data: dict, label: str, key: str) -> str | None:
+    """`data[key]`, a non-empty string, or None where absent."""
+    value = data.get(key)
+    if value is not None and (not isinstance(value, str) or not value):
+        raise ManifestError(f"field '{label}.{key}' should be a non-empty string or absent, got {value!r}")
+    return value
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,8 @@ class ObservationManager:
                                   history_length=t.history_length, scale=float(t.scale),
                                   clip=tuple(map(float, t.clip)) if t.clip is not None else None, noise_std=float(t.noise_std))
                 )
+        self._newest: dict[tuple[str, str], torch.Tensor] = {}
+        """(num_envs, size) each term's latest frame as the policy saw it (noised, delayed, clipped, scaled)."""
         self._fresh = torch.ones(env.num_envs, dtype=torch.bool, device=env.device)
         self._draw_delays(env.all_env_ids)
 
@@ -64,6 +66,15 @@ class ObservationManager:
         self._fresh[:] = False
         return TensorDict(out, batch_size=[self.env.num_envs], device=self.env.device)
 
+    def newest(self, group: str, name: str) -> torch.Tensor | None:
+        """(num_envs, size) term `name`'s frame of the latest computation of `group` (a group computed earlier in the
+        same `compute` counts), unscaled; None before the first. An unknown group or term is refused."""
+        if name not in self.cfgs.get(group, ObsGroupCfg(terms={})).terms:
+            raise KeyError(f"no observation term '{group}/{name}'; the group's terms are "
+                           f"{list(self.cfgs[group].terms) if group in self.cfgs else []} (groups: {list(self.cfgs)})")
+        value = self._newest.get((group, name))
+        return None if value is None else value / self.cfgs[group].terms[name].scale
+
     def _raw(self, group: str, name: str) -> torch.Tensor:
         value = self.terms[group][name](self.env)
         return value.unsqueeze(-1) if value.ndim == 1 else value
@@ -76,6 +87,7 @@ class ObservationManager:
             if (group, name) in self._delayed:
                 value = self._delay(group, name, value)
             value = self._process(value, term_cfg, cfg.enable_corruption)
+            self._newest[(group, name)] = value
             if term_cfg.history_length > 0:
                 history = self._history[(group, name)]
                 history[:] = torch.roll(history, shifts=-1, dims=1)

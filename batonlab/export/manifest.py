@@ -241,11 +241,12 @@ def _tool_step_term(name: str, term) -> ActionTerm:
 
 
 def _command_layer_term(name: str, term) -> ActionTerm:
-    """A `WholeBodyCommandAction` as the manifest carries it: no joints, its commands' scales and stowed tool pose, and
-    the folder the lower level's export is copied to (`batonlab.deploy.levels`)."""
+    """A `WholeBodyCommandAction` as the manifest carries it: no joints, its commands' scales, stowed tool pose and
+    anchors, and the folder the lower level's export is copied to (`batonlab.deploy.levels`)."""
     spec = CommandLayerSpec(LOWER_FOLDER, term.base_command, term.ee_command, term.speed_scale, term.yaw_rate_scale,
                             term.position_scale, term.orientation_scale,
-                            tuple(float(v) for v in term.stowed_pose().cpu().tolist()))
+                            tuple(float(v) for v in term.stowed_pose().cpu().tolist()), term.anchor,
+                            term.orientation_anchor)
     return ActionTerm(name=name, type=COMMAND_LAYER_TYPE, joints=(), scale=(1.0,) * spec.width, clip=(-1.0, 1.0),
                       use_default_offset=False, command_layer=spec)
 

@@ -46,6 +46,61 @@ def test_actions_map_to_held_commands_and_back():
     env.close()
 
 
+ANCHORED = {"anchor": "baton_pos", "orientation_anchor": "ee_pose", "orientation_scale": 0.5}
+"""The tool commanded about the perceived baton (position) and the observed tool (orientation)."""
+
+
+def test_an_anchored_layer_commands_the_tool_about_what_the_policy_saw_when_it_acted():
+    env = _env("wl_baton_scripted", **ANCHORED)
+    term = env.action_manager.terms["commands"]
+    full = torch.zeros(env.num_envs, env.num_actions)
+    env.step(full)  # the baton and the tool as the policy sees them, after a step
+    baton, tool = (env.observation_manager.newest("policy", name) for name in ("baton_pos", "ee_pose"))
+    assert torch.allclose(baton, env.obs["policy"][:, _newest_columns(env, "baton_pos")])
+    _, pose = term.commands(torch.zeros(env.num_envs, term.action_dim))
+    assert torch.allclose(pose[:, :3], baton, atol=1e-6)
+    assert quat_angle_between(pose[:, 3:], tool[:, 3:]).max() < 1e-3
+    actions = torch.rand(env.num_envs, term.action_dim, generator=torch.Generator().manual_seed(1)) * 1.6 - 0.8
+    velocity, pose = term.commands(actions)
+    assert torch.allclose(term.actions_for(velocity, pose), actions, atol=1e-5)
+
+    # Applied two steps late, an action is applied about the origin of the step it was given in (as on the robot,
+    # where the command leaves with the observation it was computed from), not about today's.
+    env.action_manager.set_delay(env.all_env_ids, torch.full((env.num_envs,), 2))
+    given = []
+    for step in range(6):
+        actions = torch.rand(env.num_envs, term.action_dim, generator=torch.Generator().manual_seed(10 + step)) - 0.5
+        given.append(term.commands(actions))  # about the origin the policy sees now
+        full[:, : term.action_dim] = actions
+        env.step(full)
+        if step >= 2:
+            velocity, pose = given[step - 2]
+            assert torch.allclose(env.command_manager.command("base_velocity")[:, :2], velocity, atol=1e-6)
+            assert torch.allclose(env.command_manager.command("ee_target"), pose, atol=1e-5), step
+    assert (given[-1][1][:, :3] - given[-3][1][:, :3]).abs().max() > 1e-3  # the origins moved meanwhile
+    env.close()
+
+
+def test_an_anchor_that_is_not_a_perceived_position_or_pose_is_refused():
+    for anchors, message in (({"anchor": "baton"}, "no observation term 'policy/baton'; the group's terms are"),
+                             ({"anchor": "gripper"}, "'gripper' is 1 wide"),
+                             ({"orientation_anchor": "baton_pos"}, "'baton_pos' is 3 wide; it must be a pose")):
+        env = _env("wl_baton_scripted", **anchors)
+        with pytest.raises((KeyError, ValueError), match=message):
+            env.step(torch.zeros(env.num_envs, env.num_actions))
+        env.close()
+
+
+def _newest_columns(env, name: str) -> slice:
+    """The columns of the newest frame of `policy` term `name` in the env's observation."""
+    start = 0
+    for term in env.observation_manager.layout["policy"]:
+        if term.name == name:
+            return slice(start + term.width - term.size, start + term.width)
+        start += term.width
+    raise KeyError(name)
+
+
 def test_the_scripted_lower_level_drives_upright_and_brings_the_tool_to_its_pose():
     env = _env("wl_door_scripted")
     term = env.action_manager.terms["commands"]

@@ -151,6 +151,22 @@ def test_broken_two_level_exports_are_refused_with_the_reason(two_levels, tmp_pa
     with pytest.raises(ManifestError, match="inside the export folder"):
         parse_manifest(data)
 
+    # Anchors must be the upper level's perceived positions or poses.
+    bad = json.loads((out / "manifest.json").read_text())
+    bad["actions"][0]["command_layer"]["anchor"] = 3
+    with pytest.raises(ManifestError, match="anchor' should be a non-empty string or absent, got 3"):
+        parse_manifest(bad)
+    for key, name, message in (("anchor", "nope", "anchor 'nope' is not an upper observation term; they are"),
+                               ("anchor", "gripper", "anchor 'gripper' is 1 wide; it must be 3 or 7 wide"),
+                               ("orientation_anchor", "baton_pos", "anchor 'baton_pos' is 3 wide; it must be 7 wide")):
+        anchored = tmp_path / f"{key}_{name}"
+        shutil.copytree(out, anchored)
+        upper = json.loads((out / "manifest.json").read_text())
+        upper["actions"][0]["command_layer"][key] = name
+        (anchored / "manifest.json").write_text(json.dumps(upper))
+        with pytest.raises(ManifestError, match=message):
+            load_manifest(anchored)
+
     missing = tmp_path / "missing"
     shutil.copytree(out, missing)
     shutil.rmtree(missing / "lower")
