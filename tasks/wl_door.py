@@ -22,8 +22,6 @@ Observation groups:
 
 from __future__ import annotations
 
-import math
-
 import mujoco
 
 from batonlab import events, observations
@@ -113,9 +111,11 @@ def make_wl_door_scene_spec() -> mujoco.MjSpec:
     return spec
 
 
-COMMAND_SCALES = {"speed_scale": 1.0, "yaw_rate_scale": 1.0, "position_scale": 0.6, "orientation_scale": math.pi,
-                  "anchor": None, "orientation_anchor": None}
-"""The command layer's scales and tool origin (`WholeBodyCommandAction`): the tool about its stowed pose."""
+COMMAND_SCALES = {"speed_scale": 1.0, "yaw_rate_scale": 1.0, "position_scale": 0.2, "orientation_scale": 0.5,
+                  "anchor": "ee_pose", "orientation_anchor": "ee_pose"}
+"""The command layer's scales and tool origin (`WholeBodyCommandAction`): each step moves the tool from where the
+policy sees it, by up to 0.2 m and 0.5 rad (`anchor=None, orientation_anchor=None, position_scale=0.6,
+orientation_scale=π`: about the stowed pose instead)."""
 
 
 def whole_body_policy_action(export: str | None = None) -> ActionTermCfg:

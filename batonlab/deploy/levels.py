@@ -43,11 +43,13 @@ class CommandLayer:
 
     def __init__(self, spec: CommandLayerSpec, lower, upper_obs_terms=()):
         self.spec = spec
-        self.anchors = [(columns, *anchor_columns(upper_obs_terms, name, widths))
-                        for name, columns, widths in ((spec.anchor, slice(0, 3), (3, 7)),
-                                                      (spec.orientation_anchor, slice(3, 7), (7,)))
-                        if name is not None]
-        """(origin columns, the upper observation's columns of the anchor's newest frame, its scale) per anchor."""
+        self.anchors = []
+        """(origin columns, the upper observation's columns they take, the term's scale) per anchor."""
+        for name, columns, widths in ((spec.anchor, slice(0, 3), (3, 7)), (spec.orientation_anchor, slice(3, 7), (7,))):
+            if name is not None:
+                frame, scale = anchor_columns(upper_obs_terms, name, widths)
+                start = frame.start + (columns.start if frame.stop - frame.start == 7 else 0)
+                self.anchors.append((columns, slice(start, start + columns.stop - columns.start), scale))
         if spec.orientation_anchor is not None and not spec.orientation:
             raise ManifestError("command layer: an orientation_anchor needs a pose command (stowed of 7 values)")
         base, ee = lower.commands.get(spec.base_command), lower.commands.get(spec.ee_command)

@@ -5,6 +5,8 @@ from its export folder on its own observation group, and an export of another ta
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -29,8 +31,12 @@ FORWARD_GRASP = ((0.0, 0.0, 1.0), (1.0, 0.0, 0.0), (0.0, 1.0, 0.0))
 """A tool rotation (rows): approach (tool z) forward, finger axis (tool y) vertical."""
 
 
+STOWED = {"anchor": None, "orientation_anchor": None, "position_scale": 0.6, "orientation_scale": math.pi}
+"""The tool commanded about its stowed pose."""
+
+
 def test_actions_map_to_held_commands_and_back():
-    env = _env("wl_door_scripted")
+    env = _env("wl_door_scripted", **STOWED)
     term = env.action_manager.terms["commands"]
     actions = torch.rand(env.num_envs, term.action_dim, generator=torch.Generator().manual_seed(0)) * 1.6 - 0.8
     velocity, pose = term.commands(actions)
@@ -46,7 +52,7 @@ def test_actions_map_to_held_commands_and_back():
     env.close()
 
 
-ANCHORED = {"anchor": "baton_pos", "orientation_anchor": "ee_pose", "orientation_scale": 0.5}
+ANCHORED = {"anchor": "baton_pos", "orientation_anchor": "ee_pose"}
 """The tool commanded about the perceived baton (position) and the observed tool (orientation)."""
 
 
@@ -102,7 +108,7 @@ def _newest_columns(env, name: str) -> slice:
 
 
 def test_the_scripted_lower_level_drives_upright_and_brings_the_tool_to_its_pose():
-    env = _env("wl_door_scripted")
+    env = _env("wl_door_scripted", **STOWED)  # one action holds one pose
     term = env.action_manager.terms["commands"]
     rotation = torch.tensor(FORWARD_GRASP).T.expand(env.num_envs, 3, 3)
     pose = torch.cat([torch.tensor([[0.35, 0.0, -0.05]]).expand(env.num_envs, 3), quat_from_matrix(rotation)], 1)
