@@ -64,7 +64,7 @@ class WholeBodyCommandAction(ActionTerm):
         self.anchor: str | None = params.get("anchor")
         self.orientation_anchor: str | None = params.get("orientation_anchor")
         self._origins: torch.Tensor | None = None
-        """(num_envs, max action delay + 1, 3) the latest tool origins, newest first (with `anchor`)."""
+        """(num_envs, max action delay + 1, 3 or 7) the latest tool origins, newest first (with an anchor)."""
         self.raw_actions = torch.zeros(env.num_envs, self.action_dim, device=env.device)
 
     @property
@@ -99,8 +99,7 @@ class WholeBodyCommandAction(ActionTerm):
         """The tool origin of the (possibly delayed) actions being processed: the one the policy saw when it acted."""
         if self.anchor is None and self.orientation_anchor is None:
             return self.tool_origin()
-        history = self.env.action_manager._history
-        depth = 1 if history is None else history.shape[1]
+        depth = self.env.action_manager.delay_depth
         if self._origins is None or self._origins.shape[1] < depth:
             origins = self.stowed_pose().repeat(self.env.num_envs, depth, 1)
             if self._origins is not None:

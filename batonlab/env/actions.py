@@ -86,6 +86,11 @@ class ActionManager:
         index = list(self.terms).index(name)
         return slice(sum(dims[:index]), sum(dims[:index + 1]))
 
+    @property
+    def delay_depth(self) -> int:
+        """Actions kept for the delay: the largest delay set so far + 1."""
+        return 1 if self._history is None else self._history.shape[1]
+
     def set_delay(self, env_ids: torch.Tensor, steps: torch.Tensor) -> None:
         """Set the action latency of `env_ids` to `steps` control steps (long tensor, >= 0)."""
         steps = steps.to(device=self.delay_steps.device, dtype=torch.long)
