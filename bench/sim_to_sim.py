@@ -36,14 +36,17 @@ sys.path.insert(0, str(REPO / "tests"))
 from batonlab.cli.common import build_invocation  # noqa: E402
 from batonlab.cli.deploy import describe_command_delays, resolve_export, run_sim_to_sim  # noqa: E402
 from batonlab.deploy import load_manifest  # noqa: E402
+from batonlab.deploy.levels import command_layer_of  # noqa: E402
 from batonlab.cli.policy_loading import load_trained  # noqa: E402
 from ros.training import Episodes, play_on_seeds  # noqa: E402
 
 
-def load_policy(run_dir: Path, task: str, checkpoint: Path | None = None):
-    """The torch inference policy of the run's newest checkpoint (or `checkpoint`), as `batonlab play` loads it."""
+def load_policy(run_dir: Path, task: str, checkpoint: Path | None = None, lower: Path | None = None):
+    """The torch inference policy of the run's newest checkpoint (or `checkpoint`), as `batonlab play` loads it (a
+    hierarchy's upper level over the whole-body export `lower`)."""
     chosen = [] if checkpoint is None else [f"checkpoint={checkpoint}"]
-    inv = build_invocation([f"task={task}", f"run_dir={run_dir}", *chosen], play=True)
+    over = [] if lower is None else [f"env.actions.commands.params.export={lower}"]
+    inv = build_invocation([f"task={task}", f"run_dir={run_dir}", *chosen, *over], play=True)
     inv.task.num_envs = 1
     env, runner, _, checkpoint = load_trained(inv)  # a distillation run gives its student
     env.close()
@@ -82,11 +85,13 @@ def compare_on_seeds(run_dir: Path, task: str | None, seed: int, episodes: int, 
     task = task or manifest.task
     seeds = range(seed, seed + episodes)
     fixed = fixed_fields(manifest)
-    policy, checkpoint = load_policy(run_dir.resolve(), task, checkpoint)
+    # A hierarchy plays over the whole-body export its own export carries (`lower/`), as the robot runs it.
+    lower = None if manifest.levels is None else export_dir / command_layer_of(manifest.levels[0]).lower
+    policy, checkpoint = load_policy(run_dir.resolve(), task, checkpoint, lower)
     log(f"{task}: {checkpoint}; seeds {seeds.start}..{seeds.stop - 1}; fixed command fields {fixed}")
 
     start = time.perf_counter()
-    play = play_on_seeds(task, policy, seeds, fixed)
+    play = play_on_seeds(task, policy, seeds, fixed, lower=None if lower is None else str(lower))
     log(f"play: {time.perf_counter() - start:.0f} s")
 
     start = time.perf_counter()

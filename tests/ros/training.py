@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from batonlab.actions.command_layer import with_lower_level
 from batonlab.cli.ros_packages import find_package
 from batonlab.env.commands import episode_mean_errors
 from batonlab.env.env import BatonEnv
@@ -72,22 +73,27 @@ fixture's policy with play on the same seeds share one evaluation."""
 
 
 def play_on_seeds(task: str, policy, seeds: range, fixed_fields: FixedFields | None = None,
-                  robot: str | None = None) -> Episodes:
+                  robot: str | None = None, lower: str | None = None) -> Episodes:
     """`batonlab play`'s evaluation, one episode per seed, each from the initial state the sim robot uses
     (computed once per policy and seeds in a session: see `_PLAYED`).
 
     The env is built with the first seed, like the sim robot's (the terrain tiles it draws at
     construction then match). The speed error is read from `extras["command_metrics"]` of the step
-    that ends the episode, as `SimRobot` reads it. `robot`: the robot description of a task over any robot.
+    that ends the episode, as `SimRobot` reads it. `robot`: the robot description of a task over any robot; `lower`:
+    the whole-body export a hierarchy's upper `policy` runs over.
     """
-    key = (task, id(policy), seeds.start, seeds.stop, seeds.step, repr(sorted((fixed_fields or {}).items())), robot)
+    key = (task, id(policy), seeds.start, seeds.stop, seeds.step, repr(sorted((fixed_fields or {}).items())), robot,
+           lower)
     if key not in _PLAYED:
-        _PLAYED[key] = (policy, _play_on_seeds(task, policy, seeds, fixed_fields, robot))  # the policy keeps its id
+        _PLAYED[key] = (policy, _play_on_seeds(task, policy, seeds, fixed_fields, robot, lower))  # the policy keeps its id
     return copy.deepcopy(_PLAYED[key][1])
 
 
-def _play_on_seeds(task: str, policy, seeds: range, fixed_fields: FixedFields | None, robot: str | None) -> Episodes:
+def _play_on_seeds(task: str, policy, seeds: range, fixed_fields: FixedFields | None, robot: str | None,
+                   lower: str | None) -> Episodes:
     cfg = make_task_cfg(task, play=True, robot=robot)
+    if lower is not None:
+        with_lower_level(cfg, lower)
     cfg.num_envs, cfg.seed = 1, seeds[0]
     env = BatonEnv(cfg)
     for command, fields in (fixed_fields or {}).items():
