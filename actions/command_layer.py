@@ -63,6 +63,9 @@ class WholeBodyCommandAction(ActionTerm):
         self.orientation_scale = float(params.get("orientation_scale", math.pi))
         self.anchor: str | None = params.get("anchor")
         self.orientation_anchor: str | None = params.get("orientation_anchor")
+        if self.orientation_anchor is not None and not self.orientation:
+            raise ValueError(f"the command layer's orientation_anchor '{self.orientation_anchor}' needs a pose command "
+                             "(orientation=True)")
         self._origins: torch.Tensor | None = None
         """(num_envs, max action delay + 1, 3 or 7) the latest tool origins, newest first (with an anchor)."""
         self.raw_actions = torch.zeros(env.num_envs, self.action_dim, device=env.device)

@@ -95,6 +95,8 @@ def test_an_anchor_that_is_not_a_perceived_position_or_pose_is_refused():
         with pytest.raises((KeyError, ValueError), match=message):
             env.step(torch.zeros(env.num_envs, env.num_actions))
         env.close()
+    with pytest.raises(ValueError, match="orientation_anchor 'ee_pose' needs a pose command"):
+        _env("wl_baton_scripted", orientation=False)
 
 
 def _newest_columns(env, name: str) -> slice:
