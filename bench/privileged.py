@@ -244,7 +244,7 @@ def main() -> None:
                     best = test(task, variant, best_policy(task, trained), seed, args.eval_episodes, None)
                     scores.update(best_success=best["success"], best_iteration=trained.best.iteration)
                 if args.sim_to_sim and variant in DEPLOYABLE:
-                    play, ros, _ = compare_on_seeds(Path(trained.run_dir), task, SIM_TO_SIM_SEED, args.sim_to_sim,
+                    play, _, ros, _ = compare_on_seeds(Path(trained.run_dir), task, SIM_TO_SIM_SEED, args.sim_to_sim,
                                                     domain_id=61, log=lambda line: print(f"[privileged] {line}", flush=True),
                                                     checkpoint=chosen)
                     scores.update(play_seeds_success=float(play.successes.mean()), ros_success=float(ros.successes.mean()))

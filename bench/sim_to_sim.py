@@ -5,7 +5,9 @@
 
 1. `play`: the run's newest checkpoint, or `--checkpoint` (the one its export was made from, e.g. a
    `keep_best` run's `model_best.pt`), as `batonlab play` runs it, in the task's play
-   configuration, one episode per seed from the initial state of that seed (`seed_episode`).
+   configuration, one episode per seed from the initial state of that seed (`seed_episode`), each
+   action applied in its own step as the sim robot in lockstep applies it; a second `play` keeps the
+   task's randomised action delay (the training's, which `batonlab play` keeps), for reference.
 2. ROS 2: the run's export in `policy_node`, `sim_robot_node` as the robot, over Fast DDS on
    127.0.0.1 (`batonlab deploy --sim`'s `run_sim_to_sim`), episode i from seed `--seed` + i; in
    lockstep (each control period waits for its command), or with `--real-time` on the wall clock as a
@@ -22,6 +24,7 @@ orientation [rad]); then the per-episode lengths and speed errors.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import tempfile
 import time
@@ -38,7 +41,7 @@ from batonlab.cli.deploy import describe_command_delays, resolve_export, run_sim
 from batonlab.deploy import load_manifest  # noqa: E402
 from batonlab.deploy.levels import command_layer_of  # noqa: E402
 from batonlab.cli.policy_loading import load_trained  # noqa: E402
-from ros.training import Episodes, play_on_seeds  # noqa: E402
+from ros.training import LOCKSTEP_ACTION_DELAY, Episodes, play_on_seeds  # noqa: E402
 
 
 def load_policy(run_dir: Path, task: str, checkpoint: Path | None = None, lower: Path | None = None):
@@ -76,9 +79,11 @@ def summarize(label: str, episodes: Episodes) -> str:
 
 
 def compare_on_seeds(run_dir: Path, task: str | None, seed: int, episodes: int, domain_id: int,
-                     real_time: bool = False, log=print, checkpoint: Path | None = None) -> tuple[Episodes, Episodes, dict]:
+                     real_time: bool = False, log=print, checkpoint: Path | None = None
+                     ) -> tuple[Episodes, Episodes, Episodes, dict]:
     """`play` and ROS 2 sim-to-sim of a run's newest checkpoint (or `checkpoint`, exported for ROS 2 too) on seeds
-    `seed`..`seed + episodes - 1`: (play episodes, ROS 2 episodes, sim_robot_node's summary)."""
+    `seed`..`seed + episodes - 1`: (play episodes without action delay, as in lockstep; play episodes with the task's
+    randomised delay; ROS 2 episodes; sim_robot_node's summary)."""
     exported = checkpoint is not None and not (run_dir / "manifest.json").is_file()
     export_dir = resolve_export((checkpoint if exported else run_dir).resolve(), task)  # the checkpoint played
     manifest = load_manifest(export_dir)
@@ -91,7 +96,9 @@ def compare_on_seeds(run_dir: Path, task: str | None, seed: int, episodes: int, 
     log(f"{task}: {checkpoint}; seeds {seeds.start}..{seeds.stop - 1}; fixed command fields {fixed}")
 
     start = time.perf_counter()
-    play = play_on_seeds(task, policy, seeds, fixed, lower=None if lower is None else str(lower))
+    lower = None if lower is None else str(lower)
+    play = play_on_seeds(task, policy, seeds, fixed, lower=lower, action_delay=LOCKSTEP_ACTION_DELAY)
+    delayed = play_on_seeds(task, policy, seeds, fixed, lower=lower)
     log(f"play: {time.perf_counter() - start:.0f} s")
 
     start = time.perf_counter()
@@ -104,9 +111,11 @@ def compare_on_seeds(run_dir: Path, task: str | None, seed: int, episodes: int, 
                    np.array([e["terminated"] for e in done]),
                    np.array(errors, dtype=float) if errors and errors[0] is not None else None,
                    {key: np.array([e["mean_errors"][key] for e in done]) for key in (done[0]["mean_errors"] if done else {})})
+    if lower is not None:  # the sim robot's command terms are its own draws: the upper level's commands never reach it
+        ros = dataclasses.replace(ros, speed_errors=None, mean_errors=None)
     log(f"ROS 2 sim-to-sim ({'real time' if real_time else 'lockstep'}): {time.perf_counter() - start:.0f} s; "
         f"{describe_command_delays(summary)}")
-    return play, ros, summary
+    return play, delayed, ros, summary
 
 
 def main() -> int:
@@ -121,12 +130,17 @@ def main() -> int:
     args = parser.parse_args()
     torch.set_num_threads(1)
 
-    play, ros, _ = compare_on_seeds(args.run_dir, args.task, args.seed, args.episodes, args.domain_id, args.real_time,
-                                    log=lambda line: print(line, flush=True), checkpoint=args.checkpoint)
+    play, delayed, ros, _ = compare_on_seeds(args.run_dir, args.task, args.seed, args.episodes, args.domain_id,
+                                             args.real_time, log=lambda line: print(line, flush=True),
+                                             checkpoint=args.checkpoint)
     print(summarize("play", play))
     print(summarize("ROS 2", ros))
+    print(summarize("play, the task's action delay", delayed))
     print(f"lengths play  {play.lengths.tolist()}")
     print(f"lengths ROS 2 {ros.lengths.tolist()}")
+    print(f"success play  {play.successes.astype(int).tolist()}")
+    print(f"success ROS 2 {ros.successes.astype(int).tolist()}")
+    print(f"success difference: {abs(play.successes.mean() - ros.successes.mean()) * 100:.1f} points")
     if play.speed_errors is not None and ros.speed_errors is not None:
         print(f"|v - v_cmd| play  {np.round(play.speed_errors, 3).tolist()}")
         print(f"|v - v_cmd| ROS 2 {np.round(ros.speed_errors, 3).tolist()}")

@@ -1,10 +1,11 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """The wheel-legged robot's own tasks: success at λ = 0 of the scripted expert and of an upper policy cloned from it,
-over the scripted lower level and over a trained whole-body policy, per seed.
+over the scripted lower level and over a trained whole-body policy, and of a flat policy distilled from both levels,
+per seed.
 
     python bench/wl_tasks.py [--tasks wl_door wl_baton wl_chase] [--seeds 0 1 2] [--num-envs 256] [--iterations 60]
-                             [--episodes 64] [--dagger-iterations 0] [--lower-export RUN/exported] [--out bench_results/wl_tasks]
-                             [--resume] [--no-students]
+                             [--episodes 64] [--dagger-iterations 0] [--lower-export RUN/exported] [--flat]
+                             [--out bench_results/wl_tasks] [--resume] [--no-students]
 
 Per task and seed, each on `--episodes` play episodes (one per env, seed 10 000 + seed):
 - `expert / scripted`: the task's scripted expert over the scripted lower level (`<task>_scripted`);
@@ -13,7 +14,10 @@ Per task and seed, each on `--episodes` play episodes (one per env, seed 10 000 
   demonstrations, labelled) for `--iterations` on `--num-envs` envs over the scripted level, then tested alone;
 - `BC / trained`: that student over the trained whole-body policy, if `--lower-export` is given;
 - with `--dagger-iterations N`, `DAgger` instead of `BC`: β falls from 1 to 0 over the first N iterations, so that
-  the student learns on its own states too.
+  the student learns on its own states too;
+- with `--flat` (and `--lower-export`): `expert / flat`, the expert over the trained whole-body policy read out as
+  joint actions (`<task>_flat`'s teacher), and `BC` or `DAgger / flat`, one flat policy (joints from what the robot
+  senses) distilled from it with the same budget, tested alone.
 Success is the task's success term at the episode's end. `results.json` keeps every number (written after each run);
 `--resume` runs only what it lacks.
 """
@@ -47,7 +51,7 @@ class Result:
     policy: str
     """`expert`, `BC` or `DAgger`."""
     lower: str
-    """`scripted` or `trained` (the whole-body policy of `--lower-export`)."""
+    """`scripted`, `trained` (the whole-body policy of `--lower-export`) or `flat` (no lower level: one policy)."""
     seed: int
     success: float
     survival: float
@@ -60,9 +64,12 @@ class Result:
 
 
 def task_args(task: str, lower: str, export: str | None) -> list[str]:
-    """The `task=` and lower-level overrides of `task` over the `scripted` or `trained` (`export`) lower level."""
+    """The `task=` and lower-level overrides of `task` over the `scripted` or `trained` (`export`) lower level, or
+    `flat` (its teacher over `export`)."""
     if lower == "scripted":
         return [f"task={task}_scripted"]
+    if lower == "flat":
+        return [f"task={task}_flat", f"env.expert.params.layer.params.export={export}"]
     return [f"task={task}", f"env.actions.commands.params.export={export}"]
 
 
@@ -81,10 +88,12 @@ def test(task: str, lower: str, export: str | None, seed: int, episodes: int, st
     return result.success_rate, 1.0 - float(result.terminated.mean())
 
 
-def clone(task: str, seed: int, num_envs: int, iterations: int, dagger_iterations: int, log_root: Path):
-    """Train a student on the expert's demonstrations over the scripted level (β = 1, or falling to 0 over
-    `dagger_iterations`); (inference policy, seconds, steps)."""
-    inv = build_invocation([*task_args(task, "scripted", None), f"seed={seed}", f"env.num_envs={num_envs}",
+def clone(task: str, seed: int, num_envs: int, iterations: int, dagger_iterations: int, log_root: Path,
+          lower: str = "scripted", export: str | None = None):
+    """Train a student on the expert's demonstrations over the `scripted` level (an upper level), or `flat` (one
+    policy, its teacher over `export`) (β = 1, or falling to 0 over `dagger_iterations`); (inference policy, seconds,
+    steps)."""
+    inv = build_invocation([*task_args(task, lower, export), f"seed={seed}", f"env.num_envs={num_envs}",
                             f"max_iterations={iterations}", "agent.algorithm.class_name=Distillation", "teacher=expert",
                             "agent.algorithm.distillation.teacher_action_prob=1.0",
                             f"agent.algorithm.distillation.teacher_action_iterations={dagger_iterations}",
@@ -99,7 +108,8 @@ def clone(task: str, seed: int, num_envs: int, iterations: int, dagger_iteration
 
 def table(results: list[Result]) -> str:
     """Markdown: success and survival per task, policy and lower level, mean ± std over seeds."""
-    rows = ["| task | upper level | lower level | seeds | success | survival | student budget |", "|---|---|---|---|---|---|---|"]
+    rows = ["| task | policy | lower level (flat: one policy) | seeds | success | survival | student budget |",
+            "|---|---|---|---|---|---|---|"]
     groups: dict[tuple, list[Result]] = {}
     for r in results:
         groups.setdefault((r.task, r.policy, r.lower), []).append(r)
@@ -121,12 +131,15 @@ def main() -> None:
     parser.add_argument("--dagger-iterations", type=int, default=0, help="β falls to 0 over these (0: BC, β = 1)")
     parser.add_argument("--no-students", action="store_true", help="test the experts only")
     parser.add_argument("--lower-export", default=None, help="a whole-body policy's export folder (wl_loco_manip_pose)")
+    parser.add_argument("--flat", action="store_true", help="also the flat policy (needs --lower-export)")
     parser.add_argument("--out", type=Path, default=Path("bench_results/wl_tasks"))
     parser.add_argument("--resume", action="store_true", help="keep the results in OUT/results.json, run the rest")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "results.json"
     results = [Result(**r) for r in json.loads(path.read_text())] if args.resume and path.exists() else []
+    if args.flat and not args.lower_export:
+        parser.error("--flat distils from the expert over the trained whole-body policy: give --lower-export")
     lowers = ["scripted"] + (["trained"] if args.lower_export else [])
     export = str(Path(args.lower_export).resolve()) if args.lower_export else None
 
@@ -140,18 +153,22 @@ def main() -> None:
     student_name = "DAgger" if args.dagger_iterations else "BC"
     for task in args.tasks:
         for seed in args.seeds:
-            for lower in lowers:
+            for lower in lowers + (["flat"] if args.flat else []):
                 if (task, "expert", lower, seed) not in done:
                     record(Result(task, "expert", lower, seed, *test(task, lower, export, seed, args.episodes)))
-            missing = [lower for lower in lowers if (task, student_name, lower, seed) not in done]
-            if not missing or args.no_students:
+            if args.no_students:
                 continue
-            torch.manual_seed(seed)
-            student, seconds, steps = clone(task, seed, args.num_envs, args.iterations, args.dagger_iterations,
-                                            args.out / "logs")
-            for lower in missing:
-                scores = test(task, lower, export, seed, args.episodes, student)
-                record(Result(task, student_name, lower, seed, *scores, train_s=seconds, env_steps=steps))
+            # The upper level learns over the scripted level and is tested over both; the flat policy is its own.
+            for trained_over, tested_over in (("scripted", lowers), ("flat", ["flat"] if args.flat else [])):
+                missing = [lower for lower in tested_over if (task, student_name, lower, seed) not in done]
+                if not missing:
+                    continue
+                torch.manual_seed(seed)
+                student, seconds, steps = clone(task, seed, args.num_envs, args.iterations, args.dagger_iterations,
+                                                args.out / "logs", trained_over, export)
+                for lower in missing:
+                    scores = test(task, lower, export, seed, args.episodes, student)
+                    record(Result(task, student_name, lower, seed, *scores, train_s=seconds, env_steps=steps))
     print(table(results))
     print(f"[wl_tasks] results: {path}")
 

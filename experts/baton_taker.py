@@ -49,7 +49,7 @@ class BatonTakerExpert(CommandLayerExpert):
 
     def __init__(self, env, sensors: dict[str, str], event: str = "holder", reach_x: float = 0.42,
                  follow_distance: float = 0.6, standoff: float = 0.08, depth: float = 0.01, tilt: float = 0.0,
-                 lift: float = 0.2, commands: str = "commands", gripper: str = "gripper"):
+                 lift: float = 0.2, commands="commands", gripper: str = "gripper"):
         super().__init__(env, sensors, commands, gripper)
         self.event = event
         env.event_manager.terms[event].velocity  # noqa: B018 (fail now on a wrong event)

@@ -56,7 +56,7 @@ class DoorOpenerExpert(CommandLayerExpert):
     """
 
     def __init__(self, env, sensors: dict[str, str], reach_x: float = 0.42, standoff: float = 0.08, depth: float = 0.025,
-                 release_angle: float = 0.6, hold_angle: float = 1.25, commands: str = "commands",
+                 release_angle: float = 0.6, hold_angle: float = 1.25, commands="commands",
                  gripper: str = "gripper", tilt: float = 0.9):
         super().__init__(env, sensors, commands, gripper)
         self.reach_x, self.standoff, self.release_angle, self.hold_angle = reach_x, standoff, release_angle, hold_angle

@@ -17,16 +17,22 @@ class CommandLayerExpert(ExpertTerm):
 
     Args:
         sensors: The sensors the expert reads, by its own names (`read`); checked now.
-        commands, gripper: The action terms.
+        commands, gripper: The action terms; or `commands` a command layer the env does not act through (a flat task's
+            teacher, `experts.hierarchy`), the actions then being its own followed by the gripper's one.
     """
 
-    def __init__(self, env, sensors: dict[str, str], commands: str = "commands", gripper: str = "gripper"):
+    def __init__(self, env, sensors: dict[str, str], commands="commands", gripper: str = "gripper"):
         self.env, self.sensors = env, dict(sensors)
         for name in self.sensors.values():
             env.sim.sensor(name)  # fail now on a wrong name
-        self.term = env.action_manager.terms[commands]
-        self.commands_slice = env.action_manager.term_slice(commands)
-        self.gripper_slice = env.action_manager.term_slice(gripper)
+        if isinstance(commands, str):
+            self.term = env.action_manager.terms[commands]
+            self.commands_slice = env.action_manager.term_slice(commands)
+            self.gripper_slice = env.action_manager.term_slice(gripper)
+            self.num_actions = env.num_actions
+        else:
+            self.term, dim = commands, commands.action_dim
+            self.commands_slice, self.gripper_slice, self.num_actions = slice(0, dim), slice(dim, dim + 1), dim + 1
         self.finger_adr = env.scene.qpos_adr([GRIPPER_JOINT]).to(env.device)
         self.phase = torch.zeros(env.num_envs, dtype=torch.long, device=env.device)
         """(num_envs,) the phase of the last call, for inspection."""
@@ -44,7 +50,7 @@ class CommandLayerExpert(ExpertTerm):
         """(num_envs, num_actions) the actions commanding base `speed` [m/s] and `yaw_rate` [rad/s] (num_envs,), the
         tool at `position` (num_envs, 3) [m] and `quat` (num_envs, 4) in the arm base frame, the gripper closed where
         `close` (num_envs,) bool."""
-        actions = torch.zeros(self.env.num_envs, self.env.num_actions, device=self.env.device)
+        actions = torch.zeros(self.env.num_envs, self.num_actions, device=self.env.device)
         actions[:, self.commands_slice] = self.term.actions_for(torch.stack([speed, yaw_rate], 1),
                                                                 torch.cat([position, quat], 1))
         actions[:, self.gripper_slice] = torch.where(close, -1.0, 1.0)[:, None]

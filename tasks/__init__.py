@@ -182,6 +182,7 @@ def _load_builtin_tasks() -> None:
         wl_baton,
         wl_chase,
         wl_door,
+        wl_flat,
         wl_loco_manip,
         wl_loco_manip_upper,
         wl_velocity,

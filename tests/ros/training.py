@@ -16,6 +16,7 @@ from batonlab.actions.command_layer import with_lower_level
 from batonlab.cli.ros_packages import find_package
 from batonlab.env.commands import episode_mean_errors
 from batonlab.env.env import BatonEnv
+from batonlab.events import randomize_action_delay
 from batonlab.rl.evaluate import evaluate
 from batonlab.tasks import make_task_cfg
 
@@ -72,28 +73,35 @@ _PLAYED: dict[tuple, tuple[object, Episodes]] = {}
 fixture's policy with play on the same seeds share one evaluation."""
 
 
+LOCKSTEP_ACTION_DELAY = 0
+"""Control steps by which the sim robot in lockstep applies a command late: none (each period waits for its command)."""
+
+
 def play_on_seeds(task: str, policy, seeds: range, fixed_fields: FixedFields | None = None,
-                  robot: str | None = None, lower: str | None = None) -> Episodes:
+                  robot: str | None = None, lower: str | None = None, action_delay: int | None = None) -> Episodes:
     """`batonlab play`'s evaluation, one episode per seed, each from the initial state the sim robot uses
     (computed once per policy and seeds in a session: see `_PLAYED`).
 
     The env is built with the first seed, like the sim robot's (the terrain tiles it draws at
     construction then match). The speed error is read from `extras["command_metrics"]` of the step
     that ends the episode, as `SimRobot` reads it. `robot`: the robot description of a task over any robot; `lower`:
-    the whole-body export a hierarchy's upper `policy` runs over.
+    the whole-body export a hierarchy's upper `policy` runs over; `action_delay`: every action this many control steps
+    late (`LOCKSTEP_ACTION_DELAY` to compare with sim-to-sim in lockstep), None: the task's own randomised delay.
     """
     key = (task, id(policy), seeds.start, seeds.stop, seeds.step, repr(sorted((fixed_fields or {}).items())), robot,
-           lower)
-    if key not in _PLAYED:
-        _PLAYED[key] = (policy, _play_on_seeds(task, policy, seeds, fixed_fields, robot, lower))  # the policy keeps its id
+           lower, action_delay)
+    if key not in _PLAYED:  # the policy keeps its id
+        _PLAYED[key] = (policy, _play_on_seeds(task, policy, seeds, fixed_fields, robot, lower, action_delay))
     return copy.deepcopy(_PLAYED[key][1])
 
 
 def _play_on_seeds(task: str, policy, seeds: range, fixed_fields: FixedFields | None, robot: str | None,
-                   lower: str | None) -> Episodes:
+                   lower: str | None, action_delay: int | None) -> Episodes:
     cfg = make_task_cfg(task, play=True, robot=robot)
     if lower is not None:
         with_lower_level(cfg, lower)
+    if action_delay is not None:
+        fix_action_delay(cfg, action_delay)
     cfg.num_envs, cfg.seed = 1, seeds[0]
     env = BatonEnv(cfg)
     for command, fields in (fixed_fields or {}).items():
@@ -114,6 +122,15 @@ def _play_on_seeds(task: str, policy, seeds: range, fixed_fields: FixedFields | 
     return Episodes(*(np.array([getattr(r, field)[0] for r in results]) for field in ("successes", "lengths", "terminated")),
                     speed_errors=np.array(errors) if speed_command is not None else None,
                     mean_errors=_by_key(mean_errors))
+
+
+def fix_action_delay(cfg, steps: int):
+    """`cfg` with every episode's action delay `steps` control steps. The delay is still drawn at each reset, so the
+    random draws after it (targets, pushes) stay those of the sim robot, which draws it too."""
+    for term in cfg.events.values():
+        if term.func is randomize_action_delay:
+            term.params["delay_range"] = (steps, steps)
+    return cfg
 
 
 @torch.inference_mode()

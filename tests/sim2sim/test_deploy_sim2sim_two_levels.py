@@ -16,14 +16,10 @@ import numpy as np
 import pytest
 
 from batonlab.deploy import load_manifest
-from batonlab.env.env import BatonEnv
 from batonlab.logs.bag_reader import open_bag
 from batonlab.logs.replay import reevaluate_policy
-from batonlab.rl.evaluate import evaluate
-from batonlab.sim2sim.robot import seed_episode
-from batonlab.tasks import make_task_cfg
 from batonlab.tasks.replay import replay_open_loop_for
-from whole_body import untrained_export, untrained_two_level_export, upper_level_policy, with_lower_level
+from whole_body import untrained_export, untrained_two_level_export, upper_level_policy
 
 SEEDS = range(100, 103)
 
@@ -44,17 +40,10 @@ def whole_body_export(tmp_path_factory) -> str:
 def play_lengths(task: str, export, lower: str) -> tuple[np.ndarray, np.ndarray]:
     """(lengths, terminated) of `play`'s episodes of `task` on `SEEDS`, the upper level run from its ONNX file, without
     the training's action delay (sim-to-sim in lockstep has none)."""
-    cfg = with_lower_level(make_task_cfg(task, play=True), lower)
-    cfg.num_envs, cfg.seed = 1, SEEDS[0]
-    cfg.events["action_delay"].params["delay_range"] = (0, 0)  # still drawn: the draws after it stay the sim robot's
-    env = BatonEnv(cfg)
-    policy = upper_level_policy(export)
-    results = []
-    for seed in SEEDS:
-        seed_episode(env, seed)
-        results.append(evaluate(env, policy, progress=False))
-    env.close()
-    return np.array([r.lengths[0] for r in results]), np.array([r.terminated[0] for r in results])
+    from ros.training import LOCKSTEP_ACTION_DELAY, play_on_seeds
+
+    played = play_on_seeds(task, upper_level_policy(export), SEEDS, lower=lower, action_delay=LOCKSTEP_ACTION_DELAY)
+    return played.lengths, played.terminated
 
 
 @pytest.mark.slow

@@ -23,7 +23,7 @@ def test_wl_balance_over_ros2_balances_as_in_play_and_its_bag_replays(wl_balance
     pytest.importorskip("rclpy", reason="needs rclpy: pip install batonlab[ros]")
     from batonlab.cli.deploy import run_sim_to_sim
     from ros.nodes import new_domain_id
-    from ros.training import play_on_seeds
+    from ros.training import LOCKSTEP_ACTION_DELAY, play_on_seeds
 
     export = wl_balance_policy.export_dir
     manifest = load_manifest(export)
@@ -35,7 +35,7 @@ def test_wl_balance_over_ros2_balances_as_in_play_and_its_bag_replays(wl_balance
     episodes = summary["episodes"]
     assert [e["seed"] for e in episodes] == list(SEEDS) and all(e["commands_received"] > 0 for e in episodes)
     ros_survived = np.array([not e["terminated"] for e in episodes])
-    play = play_on_seeds("wl_balance", wl_balance_policy.policy, SEEDS)
+    play = play_on_seeds("wl_balance", wl_balance_policy.policy, SEEDS, action_delay=LOCKSTEP_ACTION_DELAY)
     print(f"\n[sim2sim wl_balance] survival over ROS 2 {ros_survived.mean():.3f}, play {1 - play.terminated.mean():.3f}; "
           f"lengths ros {[e['length'] for e in episodes]} play {play.lengths.tolist()}")
     assert (~play.terminated).all(), "the trained policy must balance in play for the comparison to mean anything"

@@ -77,7 +77,7 @@ def test_wl_loco_manip_over_ros2_tracks_as_in_play(wl_loco_manip_policy, tmp_pat
     pytest.importorskip("rclpy", reason="needs rclpy: pip install batonlab[ros]")
     from batonlab.cli.deploy import run_sim_to_sim
     from ros.nodes import new_domain_id
-    from ros.training import play_on_seeds
+    from ros.training import LOCKSTEP_ACTION_DELAY, play_on_seeds
 
     from batonlab.robots import wheel_legged as wl
 
@@ -90,7 +90,8 @@ def test_wl_loco_manip_over_ros2_tracks_as_in_play(wl_loco_manip_policy, tmp_pat
     ros_error = float(np.mean([e["mean_errors"][EE_ERROR] for e in episodes]))
     ros_survival = float(np.mean([not e["terminated"] for e in episodes]))
     play = play_on_seeds(FIXTURE_TASK, wl_loco_manip_policy.policy, SEEDS,
-                         fixed_fields={"base_velocity": {"height": wl.NOMINAL_BASE_HEIGHT}})
+                         fixed_fields={"base_velocity": {"height": wl.NOMINAL_BASE_HEIGHT}},
+                         action_delay=LOCKSTEP_ACTION_DELAY)
     play_error, play_survival = float(play.mean_errors[EE_ERROR].mean()), float(1.0 - play.terminated.mean())
     print(f"\n[sim2sim wl_loco_manip] end-effector error over ROS 2 {ros_error:.4f} m, play {play_error:.4f} m; "
           f"survival {ros_survival:.3f} vs {play_survival:.3f}; per episode ros "
