@@ -11,7 +11,8 @@ Per task and seed, each on `--episodes` play episodes (one per env, seed 10 000 
 - `expert / scripted`: the task's scripted expert over the scripted lower level (`<task>_scripted`);
 - `expert / trained`: the same expert over the frozen whole-body policy in `--lower-export` (`<task>`), if given;
 - `BC / scripted`: a student cloned from the expert (Distillation with the expert acting at every step, β = 1: its
-  demonstrations, labelled) for `--iterations` on `--num-envs` envs over the scripted level, then tested alone;
+  demonstrations, labelled) for `--iterations` on `--num-envs` envs over the scripted level (or with
+  `--upper-over trained` over the trained one: `BC, learned over trained`), then tested alone;
 - `BC / trained`: that student over the trained whole-body policy, if `--lower-export` is given;
 - with `--dagger-iterations N`, `DAgger` instead of `BC`: β falls from 1 to 0 over the first N iterations, so that
   the student learns on its own states too;
@@ -90,9 +91,9 @@ def test(task: str, lower: str, export: str | None, seed: int, episodes: int, st
 
 def clone(task: str, seed: int, num_envs: int, iterations: int, dagger_iterations: int, log_root: Path,
           lower: str = "scripted", export: str | None = None):
-    """Train a student on the expert's demonstrations over the `scripted` level (an upper level), or `flat` (one
-    policy, its teacher over `export`) (β = 1, or falling to 0 over `dagger_iterations`); (inference policy, seconds,
-    steps)."""
+    """Train a student on the expert's demonstrations (β = 1, or falling to 0 over `dagger_iterations`): an upper level
+    over the `scripted` or `trained` (`export`) level, or a `flat` policy (its teacher over `export`); (inference
+    policy, seconds, steps)."""
     inv = build_invocation([*task_args(task, lower, export), f"seed={seed}", f"env.num_envs={num_envs}",
                             f"max_iterations={iterations}", "agent.algorithm.class_name=Distillation", "teacher=expert",
                             "agent.algorithm.distillation.teacher_action_prob=1.0",
@@ -132,14 +133,17 @@ def main() -> None:
     parser.add_argument("--no-students", action="store_true", help="test the experts only")
     parser.add_argument("--lower-export", default=None, help="a whole-body policy's export folder (wl_loco_manip_pose)")
     parser.add_argument("--flat", action="store_true", help="also the flat policy (needs --lower-export)")
+    parser.add_argument("--upper-over", choices=("scripted", "trained"), default="scripted",
+                        help="the lower level the upper level learns over (trained: needs --lower-export)")
     parser.add_argument("--out", type=Path, default=Path("bench_results/wl_tasks"))
     parser.add_argument("--resume", action="store_true", help="keep the results in OUT/results.json, run the rest")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "results.json"
     results = [Result(**r) for r in json.loads(path.read_text())] if args.resume and path.exists() else []
-    if args.flat and not args.lower_export:
-        parser.error("--flat distils from the expert over the trained whole-body policy: give --lower-export")
+    if (args.flat or args.upper_over == "trained") and not args.lower_export:
+        parser.error("--flat and --upper-over trained learn from the expert over the trained whole-body policy: give "
+                     "--lower-export")
     lowers = ["scripted"] + (["trained"] if args.lower_export else [])
     export = str(Path(args.lower_export).resolve()) if args.lower_export else None
 
@@ -158,9 +162,13 @@ def main() -> None:
                     record(Result(task, "expert", lower, seed, *test(task, lower, export, seed, args.episodes)))
             if args.no_students:
                 continue
-            # The upper level learns over the scripted level and is tested over both; the flat policy is its own.
-            for trained_over, tested_over in (("scripted", lowers), ("flat", ["flat"] if args.flat else [])):
-                missing = [lower for lower in tested_over if (task, student_name, lower, seed) not in done]
+            # The upper level learns over `--upper-over` and is tested over the levels it can run on; the flat policy
+            # is its own.
+            upper_tests = lowers if args.upper_over == "scripted" else ["trained"]
+            upper_name = student_name if args.upper_over == "scripted" else f"{student_name}, learned over trained"
+            for trained_over, tested_over, name in ((args.upper_over, upper_tests, upper_name),
+                                                    ("flat", ["flat"] if args.flat else [], student_name)):
+                missing = [lower for lower in tested_over if (task, name, lower, seed) not in done]
                 if not missing:
                     continue
                 torch.manual_seed(seed)
@@ -168,7 +176,7 @@ def main() -> None:
                                                 args.out / "logs", trained_over, export)
                 for lower in missing:
                     scores = test(task, lower, export, seed, args.episodes, student)
-                    record(Result(task, student_name, lower, seed, *scores, train_s=seconds, env_steps=steps))
+                    record(Result(task, name, lower, seed, *scores, train_s=seconds, env_steps=steps))
     print(table(results))
     print(f"[wl_tasks] results: {path}")
 
