@@ -63,5 +63,6 @@ class HierarchyExpert(ExpertTerm):
         return actions
 
     def reset(self, env_ids: torch.Tensor) -> None:
-        """The lower level's actions and observation state start again where envs reset."""
+        """The expert's and the lower level's state (its actions, its observation history) start again where envs reset."""
+        self.expert.reset(env_ids)
         self.layer.reset(env_ids)
