@@ -21,7 +21,9 @@ then, so the teardown runs under `teardown_deadline`: an alarm whose default act
 
 A node started by `batonlab deploy` ends with it: the kernel's parent-death SIGTERM (`children`) stops it
 through rclpy, but one that came while rclpy was starting up was seen lost (the node spun on, 1 of 40
-kills under load), so the node also watches its parent (`stop_when_parent_dies`).
+kills under load), so the node also watches its parent (`stop_when_parent_dies`). Which parent is read before
+rclpy starts up: read after it, a parent that died during the start-up (its signal lost) was no longer the parent,
+and nothing watched (CI once: policy_node ran on after `batonlab deploy` was SIGKILLed).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import time
 from collections.abc import Callable
 
 import rclpy
+from rclpy.exceptions import NotInitializedException
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 
 from batonlab.deploy import parent
@@ -68,10 +71,10 @@ def spin_until_stopped(executor, future) -> bool:
     return future.done()
 
 
-def stop_when_parent_dies(interval_s: float = PARENT_POLL_S) -> threading.Thread | None:
-    """A daemon thread that shuts rclpy down once the process that started this one (`children.start_child`) is
-    gone (`batonlab.deploy.parent`); None when no such process bound this one. Call after `rclpy.init`."""
-    bound = parent.bound_parent()
+def stop_when_parent_dies(bound: int | None, interval_s: float = PARENT_POLL_S) -> threading.Thread | None:
+    """A daemon thread that shuts rclpy down once `bound`, the process that started this one (`children.start_child`;
+    `parent.bound_parent()` read before rclpy starts up), is gone; None when no process bound this one. Call after
+    `rclpy.init`: a parent that died in between is seen gone at once."""
     if bound is None:
         return None
 
@@ -115,9 +118,10 @@ def run_node(label: str, build: Callable[[], object], refusals: tuple[type[BaseE
     """
     from batonlab.deploy.timing import freeze_startup_objects
 
+    bound = parent.bound_parent()  # now, while the parent-death signal would still end this process outright
     stop_through_rclpy()
     rclpy.init(args=args)
-    stop_when_parent_dies()
+    stop_when_parent_dies(bound)
     node, executor, code = None, None, 0
     try:
         node = build()
@@ -132,9 +136,10 @@ def run_node(label: str, build: Callable[[], object], refusals: tuple[type[BaseE
     except refusals as err:
         print(f"[{label}] refusing to start: {err}", file=sys.stderr, flush=True)
         code = 2
-    except RuntimeError:
+    except (RuntimeError, NotInitializedException):
         # A stop signal that shuts the context down while a callback publishes or takes a message surfaces
-        # as rclpy's invalid-context error (RCLError, a RuntimeError): a stop, not a failure.
+        # as rclpy's invalid-context error (RCLError, a RuntimeError), and one during `build` (the parent gone
+        # while the node started) as NotInitializedException: a stop, not a failure.
         if rclpy.ok():
             raise
     finally:

@@ -154,16 +154,40 @@ import signal, sys, rclpy
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.signals import SignalHandlerOptions
 from rclpy.task import Future
+from batonlab.deploy import parent
 from deploy_ros.stop_signal import spin_until_stopped, stop_when_parent_dies
 
 signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the parent-death signal lost, as seen during rclpy's start-up
 rclpy.init(domain_id=int(sys.argv[1]), signal_handler_options=SignalHandlerOptions.NO)
-watch = stop_when_parent_dies(0.1)
+watch = stop_when_parent_dies(parent.bound_parent(), 0.1)
 node = rclpy.create_node("parent_watch_test")
 executor = SingleThreadedExecutor()
 executor.add_node(node)
 print("spinning" if watch is not None else "not bound", flush=True)
 print("stopped" if not spin_until_stopped(executor, Future()) else "done", flush=True)
+"""
+
+CHILD_ORPHANED_IN_START_UP = """
+import os, signal, sys, time, rclpy
+from rclpy.task import Future
+from batonlab.deploy import parent
+from deploy_ros import stop_signal
+
+signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the parent-death signal lost
+start_up = rclpy.init
+
+
+def slow_init(*args, **kwargs):
+    print("starting up", flush=True)
+    bound = int(os.environ[parent.PARENT_PID_ENV])
+    while not parent.parent_gone(bound):  # the parent is killed while rclpy starts up
+        time.sleep(0.05)
+    start_up(*args, **kwargs)
+
+
+rclpy.init = slow_init
+code = stop_signal.run_node("orphan", lambda: rclpy.create_node("orphan_test"), (), lambda node: Future())
+print("stopped" if code == 0 else f"exit {code}", flush=True)
 """
 
 PARENT = """
@@ -177,15 +201,19 @@ time.sleep(600)
 """
 
 
-def test_a_node_whose_parent_died_stops_even_when_the_parent_death_signal_is_lost(tmp_path):
+@pytest.mark.parametrize("when", ["while it spins", "while rclpy starts up"])
+def test_a_node_whose_parent_died_stops_even_when_the_parent_death_signal_is_lost(when, tmp_path):
     """`batonlab deploy` SIGKILLed: its node ends although the kernel's SIGTERM did nothing (ignored here), because
-    the node watches its parent (`stop_when_parent_dies`)."""
+    the node watches its parent (`stop_when_parent_dies`); also when the parent dies while rclpy starts up in
+    `run_node`, which reads its parent before."""
     domain, log = new_domain_id(), tmp_path / "child.log"
-    parent = subprocess.Popen([sys.executable, "-c", PARENT, DEAF_CHILD, str(domain), str(log)], stdout=subprocess.PIPE,
+    child_code, ready = (DEAF_CHILD, "spinning") if when == "while it spins" else (CHILD_ORPHANED_IN_START_UP,
+                                                                                    "starting up")
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, child_code, str(domain), str(log)], stdout=subprocess.PIPE,
                               text=True, env=ros_environment(domain))
     child = int(parent.stdout.readline())
     deadline = time.monotonic() + 60
-    while "spinning" not in (log.read_text() if log.exists() else ""):
+    while ready not in (log.read_text() if log.exists() else ""):
         assert time.monotonic() < deadline and "not bound" not in log.read_text(), log.read_text()
         time.sleep(0.1)
     parent.kill()
