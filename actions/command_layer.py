@@ -138,9 +138,15 @@ class WholeBodyCommandAction(ActionTerm):
         return torch.cat(parts, dim=1).clamp(-1.0, 1.0)
 
     def process(self, actions: torch.Tensor) -> None:
-        """Hold the commands of `actions` (num_envs, action_dim), then let the lower level act on them."""
+        """Hold the commands of `actions` (num_envs, action_dim) about the origin they were chosen at, then let the lower
+        level act on them."""
         self.raw_actions[:] = actions
-        velocity, ee = self.commands(actions, self._origin_of_actions())
+        self.execute(actions, self._origin_of_actions())
+
+    def execute(self, actions: torch.Tensor, origin: torch.Tensor | None = None) -> None:
+        """Hold the commands of `actions` (num_envs, action_dim) about the tool `origin` (default: `tool_origin()`, now)
+        and run the lower level on them."""
+        velocity, ee = self.commands(actions, origin)
         terms = self.env.command_manager.terms
         base = terms[self.base_command]
         base.hold(torch.cat([velocity, base.command[:, 2:]], dim=1))

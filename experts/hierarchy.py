@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import torch
 
+from batonlab.actions.command_layer import LowerLevelError
 from batonlab.env.cfg import ActionTermCfg, TermCfg
 from batonlab.env.terms import ExpertTerm, build_term
 
@@ -22,11 +23,17 @@ class HierarchyExpert(ExpertTerm):
     Args:
         expert: The command-layer expert (`experts.jaw.CommandLayerExpert`) and its params.
         layer: The command layer the expert's commands go through.
+
+    Raises:
+        LowerLevelError: `layer` names no export (the message gives the override), or its export is not one.
         gripper: The flat task's gripper term.
     """
 
     def __init__(self, env, expert: TermCfg, layer: ActionTermCfg, gripper: str = "gripper"):
         self.env = env
+        if not layer.params.get("export"):
+            raise LowerLevelError("this flat task's teacher commands a trained whole-body policy: name its export folder "
+                                  "with env.expert.params.layer.params.export=RUN_DIR/exported")
         self.layer = layer.cls(env, layer)
         self.expert = build_term(expert.func, {**expert.params, "commands": self.layer}, env, "expert.params.expert")
         lower = {j: (term, i) for term in self.layer.lower.terms.values() for i, j in enumerate(term.joint_names)}
@@ -50,12 +57,7 @@ class HierarchyExpert(ExpertTerm):
     def __call__(self, env) -> torch.Tensor:
         """(num_envs, num_actions) the flat actions of the expert's commands, executed by the lower level now."""
         upper = self.expert(env)
-        velocity, ee = self.layer.commands(upper[:, self.expert.commands_slice])  # about the tool now: no delay here
-        terms = env.command_manager.terms
-        base = terms[self.layer.base_command]
-        base.hold(torch.cat([velocity, base.command[:, 2:]], dim=1))
-        terms[self.layer.ee_command].hold(ee)
-        self.layer.drive()
+        self.layer.execute(upper[:, self.expert.commands_slice])  # about the tool now: a label has no delay
         actions = torch.zeros(env.num_envs, env.num_actions, device=env.device)
         for columns, term, source, indices in self.targets:
             actions[:, columns] = (source.processed_actions[:, indices] - term.offset) / term.scale

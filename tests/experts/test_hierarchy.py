@@ -7,9 +7,11 @@ from __future__ import annotations
 import pytest
 import torch
 
+from batonlab.actions.command_layer import LowerLevelError
 from batonlab.env.env import BatonEnv
 from batonlab.env.terms import build_term
 from batonlab.tasks import make_task_cfg
+from ros.training import fix_action_delay
 from whole_body import untrained_export
 
 
@@ -29,7 +31,7 @@ def flat_task(task: str, export: str):
 def test_the_flat_teachers_actions_give_the_lower_levels_targets_under_the_experts_commands(whole_body_export):
     cfg = flat_task("wl_baton_flat", whole_body_export)
     cfg.num_envs, cfg.seed = 4, 0
-    cfg.events["action_delay"].params["delay_range"] = (0, 0)  # each action in its own step: targets comparable
+    fix_action_delay(cfg, 0)  # each action in its own step: targets comparable
     env = BatonEnv(cfg)
     teacher = build_term(cfg.expert.func, cfg.expert.params, env, "expert")
     lower = {j: (term, i) for term in teacher.layer.lower.terms.values() for i, j in enumerate(term.joint_names)}
@@ -61,5 +63,14 @@ def test_a_flat_term_across_the_lower_levels_terms_is_refused(whole_body_export)
     cfg.actions["wheels"].joints = ("right_wheel",)
     env = BatonEnv(cfg)
     with pytest.raises(ValueError, match="each flat term must take its joints from one of them"):
+        build_term(cfg.expert.func, cfg.expert.params, env, "expert")
+    env.close()
+
+
+def test_a_flat_teacher_without_its_whole_body_policy_names_the_override():
+    cfg = make_task_cfg("wl_chase_flat", play=True)
+    cfg.num_envs = 1
+    env = BatonEnv(cfg)
+    with pytest.raises(LowerLevelError, match=r"env\.expert\.params\.layer\.params\.export="):
         build_term(cfg.expert.func, cfg.expert.params, env, "expert")
     env.close()
