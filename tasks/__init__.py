@@ -67,6 +67,9 @@ class TaskEntry:
     """`built-in`, `entry point of <distribution> <version>` or `module <module>`."""
     success_bar: SuccessBar | None = None
     """What a trained policy should reach; over a user's robot (`robot=`) training runs until it does."""
+    same_policy_as: str | None = None
+    """The task whose policies this one's are (same observations and actions, another lower level or scene): a
+    student of either fine-tunes on the other (`finetune=`)."""
 
     @property
     def takes_robot(self) -> bool:
@@ -96,13 +99,14 @@ _plugins_loaded = False
 
 
 def register(name: str, make_cfg: Callable[..., TaskCfg], make_agent_cfg: Callable[[], RunnerCfg], description: str,
-             success_bar: SuccessBar | None = None) -> None:
+             success_bar: SuccessBar | None = None, same_policy_as: str | None = None) -> None:
     """Add a task under `name`; the built-in task modules call this when imported."""
     if name in _REGISTRY:
         raise ValueError(f"task '{name}' is already registered")
     module = make_cfg.__module__
     origin = BUILTIN if module.startswith(__name__ + ".") else f"module {module}"
-    _REGISTRY[name] = TaskEntry(name, _robot_checked(name, make_cfg), make_agent_cfg, description, origin, success_bar)
+    _REGISTRY[name] = TaskEntry(name, _robot_checked(name, make_cfg), make_agent_cfg, description, origin, success_bar,
+                                same_policy_as)
 
 
 def list_tasks() -> list[TaskEntry]:
@@ -142,6 +146,17 @@ def get_task(name: str) -> TaskEntry:
         raise KeyError(f"unknown task '{name}'; valid tasks: {[t.name for t in list_tasks()]} "
                        "(or a factory given as <module>:<function>)")
     return _REGISTRY[name]
+
+
+def same_policy(first: str, second: str) -> bool:
+    """Whether tasks `first` and `second` are the same task or one's policies are the other's (`same_policy_as`)."""
+    if first == second:
+        return True
+    try:
+        family = {name: get_task(name).same_policy_as or name for name in (first, second)}
+    except KeyError:  # a task that no longer loads shares with nothing
+        return False
+    return family[first] == family[second]
 
 
 def make_task_cfg(name: str, play: bool = False, robot: str | None = None) -> TaskCfg:

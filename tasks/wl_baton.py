@@ -137,4 +137,5 @@ def make_wl_baton_agent_cfg() -> RunnerCfg:
 register("wl_baton", make_wl_baton_cfg, make_wl_baton_agent_cfg,
          "wheel-legged robot with arm takes a baton from a moving holder and follows it (export=...)")
 register("wl_baton_scripted", make_wl_baton_scripted_cfg, make_wl_baton_agent_cfg,
-         "wl_baton with a scripted lower level and the torso held upright (privileged: experts and tests)")
+         "wl_baton with a scripted lower level and the torso held upright (privileged: experts and tests)",
+         same_policy_as="wl_baton")

@@ -46,4 +46,5 @@ def make_wl_chase_agent_cfg() -> RunnerCfg:
 register("wl_chase", make_wl_chase_cfg, make_wl_chase_agent_cfg,
          "wheel-legged robot with arm chases an object carried away over the ground and catches it (export=...)")
 register("wl_chase_scripted", make_wl_chase_scripted_cfg, make_wl_chase_agent_cfg,
-         "wl_chase with a scripted lower level and the torso held upright (privileged: experts and tests)")
+         "wl_chase with a scripted lower level and the torso held upright (privileged: experts and tests)",
+         same_policy_as="wl_chase")

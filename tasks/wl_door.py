@@ -247,4 +247,5 @@ def make_command_layer_agent_cfg(experiment: str = "wl_door") -> RunnerCfg:
 register("wl_door", make_wl_door_cfg, make_command_layer_agent_cfg,
          "wheel-legged robot with arm opens a latched door: commands to a frozen whole-body policy (export=...)")
 register("wl_door_scripted", make_wl_door_scripted_cfg, make_command_layer_agent_cfg,
-         "wl_door with a scripted lower level and the torso held upright (privileged: experts and tests)")
+         "wl_door with a scripted lower level and the torso held upright (privileged: experts and tests)",
+         same_policy_as="wl_door")

@@ -2,9 +2,10 @@
 """`finetune=RUN_DIR`: PPO fine-tuning of a distilled student at λ = 0.
 
 Imitation leaves a gap where the student cannot see what the teacher acted on (exact object state,
-contacts); rewards close it. The actor is the student of a distillation run of the same task (its
-observation groups, widths, normaliser and weights, and its rollout noise as the starting std unless
-`agent.policy.init_noise_std` is given: a task that fails under the student's noise needs a smaller one);
+contacts); rewards close it. The actor is the student of a distillation run (its observation groups, widths,
+normaliser and weights, and its rollout noise as the starting std unless `agent.policy.init_noise_std` is given: a
+task that fails under the student's noise needs a smaller one) of the same task, or of a task whose policies are this
+one's (`same_policy_as`: an upper level cloned over `<task>_scripted` fine-tunes over the trained level of `<task>`);
 the critic is the teacher's when the teacher's checkpoint is still there and its critic fits this
 run's, else a fresh one. A resumed fine-tune is an RL run like any other (`resume=true`): its
 checkpoint rebuilds the actor, and `finetune=` is not read again. PPO's adaptive step starts at its floor
@@ -22,6 +23,7 @@ import yaml
 
 from batonlab.cli.common import CliError, Invocation, find_checkpoint
 from batonlab.rl import checkpoint
+from batonlab.tasks import same_policy
 
 
 FINETUNE_LEARNING_RATE = 1e-5
@@ -61,9 +63,13 @@ def resolve_finetune(inv: Invocation) -> FinetuneStart:
     if not config.is_file():
         raise CliError(f"finetune={path}: {run_dir} has no config.yaml (not a batonlab training run folder)")
     saved = yaml.safe_load(config.read_text()) or {}
-    if saved.get("task_name") != inv.task_name:
-        raise CliError(f"finetune={path} is a run of task {saved.get('task_name')!r}, this run trains "
-                       f"{inv.task_name!r}: fine-tune a student of the same task")
+    student_task = saved.get("task_name")
+    if not isinstance(student_task, str) or not same_policy(student_task, inv.task_name):
+        raise CliError(f"finetune={path} is a run of task {student_task!r}, this run trains {inv.task_name!r}: "
+                       "fine-tune a student of the same task (or of a task whose policies are its own, e.g. "
+                       "<task>_scripted for <task>)")
+    if student_task != inv.task_name:
+        print(f"[batonlab] fine-tune: the student learned on {student_task}, whose policies are {inv.task_name}'s")
     agent = saved.get("agent") or {}
     if (agent.get("algorithm") or {}).get("class_name") != "Distillation":
         raise CliError(f"finetune={path} is not a distillation run (its algorithm is "
