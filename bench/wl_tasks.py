@@ -5,7 +5,7 @@ per seed.
 
     python bench/wl_tasks.py [--tasks wl_door wl_baton wl_chase] [--seeds 0 1 2] [--num-envs 256] [--iterations 60]
                              [--episodes 64] [--dagger-iterations 0] [--lower-export RUN/exported] [--flat]
-                             [--out bench_results/wl_tasks] [--resume] [--no-students]
+                             [--finetune-iterations 0] [--out bench_results/wl_tasks] [--resume] [--no-students]
 
 Per task and seed, each on `--episodes` play episodes (one per env, seed 10 000 + seed):
 - `expert / scripted`: the task's scripted expert over the scripted lower level (`<task>_scripted`);
@@ -18,7 +18,12 @@ Per task and seed, each on `--episodes` play episodes (one per env, seed 10 000 
   the student learns on its own states too;
 - with `--flat` (and `--lower-export`): `expert / flat`, the expert over the trained whole-body policy read out as
   joint actions (`<task>_flat`'s teacher), and `BC` or `DAgger / flat`, one flat policy (joints from what the robot
-  senses) distilled from it with the same budget, tested alone.
+  senses) distilled from it with the same budget, tested alone;
+- with `--finetune-iterations N` (and `--lower-export`): `<student> + PPO / trained`, the student cloned over the
+  scripted level fine-tuned with PPO at λ = 0 over the trained whole-body policy for N iterations on `--num-envs`
+  envs (`finetune=`; its budget adds the fine-tune's to the cloning's), keeping the checkpoint of the best of its play
+  evaluations every `--finetune-eval-interval` iterations (`keep_best=true`, `--episodes` episodes at the run's seed,
+  not the test's) and testing that one (0: the last iteration's).
 Success is the task's success term at the episode's end. `results.json` keeps every number (written after each run);
 `--resume` runs only what it lacks.
 """
@@ -35,6 +40,7 @@ import torch
 
 from batonlab.cli import train as cli_train
 from batonlab.cli.common import build_invocation
+from batonlab.cli.policy_loading import load_trained
 from batonlab.env.env import BatonEnv
 from batonlab.env.terms import build_term
 from batonlab.rl.evaluate import evaluate
@@ -50,7 +56,7 @@ class Result:
 
     task: str
     policy: str
-    """`expert`, `BC` or `DAgger`."""
+    """`expert`, `BC`, `DAgger` (`, learned over trained`) or `<BC or DAgger> + PPO`."""
     lower: str
     """`scripted`, `trained` (the whole-body policy of `--lower-export`) or `flat` (no lower level: one policy)."""
     seed: int
@@ -58,6 +64,8 @@ class Result:
     survival: float
     train_s: float = 0.0
     env_steps: int = 0
+    run_dir: str = ""
+    """The student's run folder, or for a fine-tune the checkpoint tested ("" for the expert)."""
 
     @property
     def key(self) -> tuple:
@@ -93,7 +101,7 @@ def clone(task: str, seed: int, num_envs: int, iterations: int, dagger_iteration
           lower: str = "scripted", export: str | None = None):
     """Train a student on the expert's demonstrations (β = 1, or falling to 0 over `dagger_iterations`): an upper level
     over the `scripted` or `trained` (`export`) level, or a `flat` policy (its teacher over `export`); (inference
-    policy, seconds, steps)."""
+    policy, seconds, steps, run folder)."""
     inv = build_invocation([*task_args(task, lower, export), f"seed={seed}", f"env.num_envs={num_envs}",
                             f"max_iterations={iterations}", "agent.algorithm.class_name=Distillation", "teacher=expert",
                             "agent.algorithm.distillation.teacher_action_prob=1.0",
@@ -104,7 +112,30 @@ def clone(task: str, seed: int, num_envs: int, iterations: int, dagger_iteration
     if result.interrupted or result.iterations != iterations:
         raise SystemExit(f"[wl_tasks] {task} seed {seed}: stopped after {result.iterations} of {iterations} "
                          f"iterations ({result.run_dir}); not recorded")
-    return result.policy, result.wall_s, result.env_steps
+    return result.policy, result.wall_s, result.env_steps, str(result.run_dir)
+
+
+def finetune(task: str, student_run: str, seed: int, num_envs: int, iterations: int, log_root: Path, export: str,
+             eval_interval: int, eval_episodes: int):
+    """PPO at λ = 0 over the trained level (`export`) from the upper level cloned in `student_run`, keeping its best
+    checkpoint if `eval_interval` > 0; (inference policy of that or the last checkpoint, seconds, steps, checkpoint)."""
+    best = ["keep_best=true", f"eval_interval={eval_interval}", f"eval_episodes={eval_episodes}"] if eval_interval \
+        else ["eval_episodes=0"]
+    inv = build_invocation([*task_args(task, "trained", export), f"finetune={student_run}",
+                            "agent.algorithm.class_name=PPO", f"seed={seed}", f"env.num_envs={num_envs}",
+                            f"max_iterations={iterations}", f"log_root={log_root}", *best, "progress=false"])
+    result = cli_train.train(inv)
+    if result.interrupted or result.iterations != iterations:
+        raise SystemExit(f"[wl_tasks] {task} seed {seed}: the fine-tune stopped after {result.iterations} of "
+                         f"{iterations} iterations ({result.run_dir}); not recorded")
+    if result.best is None:
+        return result.policy, result.wall_s, result.env_steps, str(result.checkpoint)
+    print(f"[wl_tasks] {task} seed {seed}: the fine-tune's best evaluation: iteration {result.best.iteration}, "
+          f"success {result.best.success_rate:.3f}", flush=True)
+    env, runner, _, _ = load_trained(build_invocation([f"run_dir={result.run_dir}", f"checkpoint={result.best.path}",
+                                                       "env.num_envs=1"], play=True))
+    env.close()
+    return runner.inference_policy(), result.wall_s, result.env_steps, str(result.best.path)
 
 
 def table(results: list[Result]) -> str:
@@ -135,15 +166,24 @@ def main() -> None:
     parser.add_argument("--flat", action="store_true", help="also the flat policy (needs --lower-export)")
     parser.add_argument("--upper-over", choices=("scripted", "trained"), default="scripted",
                         help="the lower level the upper level learns over (trained: needs --lower-export)")
+    parser.add_argument("--finetune-iterations", type=int, default=0,
+                        help="PPO over the trained level from the upper level cloned over the scripted one (needs "
+                             "--lower-export)")
+    parser.add_argument("--finetune-eval-interval", type=int, default=20,
+                        help="test the fine-tune's best play evaluation, one every N iterations (0: the last "
+                             "iteration's checkpoint)")
     parser.add_argument("--out", type=Path, default=Path("bench_results/wl_tasks"))
     parser.add_argument("--resume", action="store_true", help="keep the results in OUT/results.json, run the rest")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "results.json"
     results = [Result(**r) for r in json.loads(path.read_text())] if args.resume and path.exists() else []
-    if (args.flat or args.upper_over == "trained") and not args.lower_export:
-        parser.error("--flat and --upper-over trained learn from the expert over the trained whole-body policy: give "
-                     "--lower-export")
+    if (args.flat or args.upper_over == "trained" or args.finetune_iterations) and not args.lower_export:
+        parser.error("--flat, --upper-over trained and --finetune-iterations learn over the trained whole-body policy: "
+                     "give --lower-export")
+    if args.finetune_iterations and (args.upper_over != "scripted" or args.no_students):
+        parser.error("--finetune-iterations fine-tunes the upper level cloned over the scripted level: drop "
+                     "--upper-over trained and --no-students")
     lowers = ["scripted"] + (["trained"] if args.lower_export else [])
     export = str(Path(args.lower_export).resolve()) if args.lower_export else None
 
@@ -172,11 +212,26 @@ def main() -> None:
                 if not missing:
                     continue
                 torch.manual_seed(seed)
-                student, seconds, steps = clone(task, seed, args.num_envs, args.iterations, args.dagger_iterations,
-                                                args.out / "logs", trained_over, export)
+                student, seconds, steps, run = clone(task, seed, args.num_envs, args.iterations,
+                                                     args.dagger_iterations, args.out / "logs", trained_over, export)
                 for lower in missing:
                     scores = test(task, lower, export, seed, args.episodes, student)
-                    record(Result(task, name, lower, seed, *scores, train_s=seconds, env_steps=steps))
+                    record(Result(task, name, lower, seed, *scores, train_s=seconds, env_steps=steps, run_dir=run))
+            tuned = f"{student_name} + PPO"
+            if not args.finetune_iterations or (task, tuned, "trained", seed) in done:
+                continue
+            (cloned,) = [r for r in results if (r.task, r.policy, r.lower, r.seed) == (task, student_name, "scripted",
+                                                                                      seed)]
+            if not cloned.run_dir:
+                raise SystemExit(f"[wl_tasks] {task} seed {seed}: {path}'s {student_name} row has no run_dir (written "
+                                 "before the bench kept it): add it or run without --resume")
+            torch.manual_seed(seed)
+            student, seconds, steps, run = finetune(task, cloned.run_dir, seed, args.num_envs, args.finetune_iterations,
+                                                    args.out / "logs", export, args.finetune_eval_interval,
+                                                    args.episodes)
+            scores = test(task, "trained", export, seed, args.episodes, student)
+            record(Result(task, tuned, "trained", seed, *scores, train_s=cloned.train_s + seconds,
+                          env_steps=cloned.env_steps + steps, run_dir=run))
     print(table(results))
     print(f"[wl_tasks] results: {path}")
 
