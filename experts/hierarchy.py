@@ -23,10 +23,10 @@ class HierarchyExpert(ExpertTerm):
     Args:
         expert: The command-layer expert (`experts.jaw.CommandLayerExpert`) and its params.
         layer: The command layer the expert's commands go through.
+        gripper: The flat task's gripper term.
 
     Raises:
         LowerLevelError: `layer` names no export (the message gives the override), or its export is not one.
-        gripper: The flat task's gripper term.
     """
 
     def __init__(self, env, expert: TermCfg, layer: ActionTermCfg, gripper: str = "gripper"):
