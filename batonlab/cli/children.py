@@ -7,6 +7,11 @@ foreground group) reaches the parent alone, which stops its children in the orde
 included (prctl PR_SET_PDEATHSIG); strictly, when the thread that started it ends, so a caller starts
 children from a thread that outlives them. A child that handles that signal itself (an rclpy node)
 can still miss it while it starts up, so it also watches its parent (`batonlab.deploy.parent`).
+
+A child starts with SIGINT and SIGTERM at their default actions. An ignored signal stays ignored across exec,
+and Python only installs its KeyboardInterrupt handler over a default one: a `batonlab deploy` started in the
+background by a non-interactive shell (a CI job, a launch script's `&`) has SIGINT ignored, and a node stopped
+while it imported its modules ran on until SIGTERM, 30 s later (CI, every run).
 """
 
 from __future__ import annotations
@@ -24,6 +29,9 @@ from batonlab.deploy.parent import PARENT_PID_ENV
 PARENT_DEATH_SIGNAL = signal.SIGTERM
 """What a child gets when its parent dies: an rclpy node shuts down on it as on SIGINT (its bag closed)."""
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+"""The signals `stop` sends; a child starts with both at their default actions, whatever its parent ignores."""
+
 STOP_TERM_TIMEOUT_S = 5.0
 """How long `stop` waits after SIGTERM before SIGKILL [s]."""
 
@@ -39,7 +47,7 @@ def start_child(cmd: list[str], env: dict[str, str] | None = None, **popen_kwarg
 
 def stop(process: subprocess.Popen, timeout: float, term_timeout: float = STOP_TERM_TIMEOUT_S) -> int:
     """SIGINT (a clean ROS shutdown), SIGTERM after `timeout` s, SIGKILL after `term_timeout` s more; the exit code."""
-    for sig, wait_s in ((signal.SIGINT, timeout), (signal.SIGTERM, term_timeout)):
+    for sig, wait_s in zip(STOP_SIGNALS, (timeout, term_timeout)):
         if process.poll() is None:
             process.send_signal(sig)
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -63,6 +71,8 @@ def _prctl():
 def _bind_to_parent(parent: int, prctl):
     def bind() -> None:
         os.setpgid(0, 0)
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, signal.SIG_DFL)
         if prctl is not None:
             prctl(_PR_SET_PDEATHSIG, int(PARENT_DEATH_SIGNAL), 0, 0, 0)
             if os.getppid() != parent:  # the parent died before the prctl: no signal would come
