@@ -24,6 +24,13 @@ def replay_env_for(log: BagLog, task: str | None = None, physics: str = "logged"
     A task over any robot (`reach`, `velocity`) is built over `robot`, a robot description file, by
     default the one the bag's metadata names (`robot_file`, written by `batonlab play record=`).
     """
+    name, cfg = task_cfg_for(log, task, robot)
+    _name_lower_level(log, cfg, name)
+    return make_replay_env(log, cfg, physics, seed, task_name=name, robot=robot or log.metadata.get("robot_file"))
+
+
+def task_cfg_for(log: BagLog, task: str | None = None, robot: str | None = None, fit: str | None = None):
+    """(task name, play configuration) of the bag's task over the bag's robot, with the fitted overlay `fit`."""
     name = task_of(log, task)
     try:
         entry = get_task(name)
@@ -36,8 +43,9 @@ def replay_env_for(log: BagLog, task: str | None = None, physics: str = "logged"
         cfg = entry.make_cfg(play=True, robot=robot) if robot else entry.make_cfg(play=True)
     except (TaskRobotError, RobotDescriptionError, FileNotFoundError) as err:
         raise BagError(f"{log.path}: cannot build task '{name}' over robot {robot}: {err}") from None
-    _name_lower_level(log, cfg, name)
-    return make_replay_env(log, cfg, physics, seed, task_name=name, robot=robot)
+    if fit:
+        cfg.scene.fit = str(fit)
+    return name, cfg
 
 
 def _name_lower_level(log: BagLog, cfg, task: str) -> None:

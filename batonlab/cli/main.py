@@ -24,6 +24,7 @@ commands:
                            an Isaac Lab policy (IO descriptors + policy.onnx) as a batonlab export
   replay BAG [--report DIR]  replay a rosbag2 bag in simulation (open-loop, playback, policy) and report sim vs. log
   bag info|export BAG      topics, counts, rates and metadata of a bag; export its topics as CSV (--csv DIR)
+  sysid BAG... params=GROUPS  fit joint parameters (armature, damping, frictionloss, kp, kd, torque_limit) to bags
   reward fit-progress|fit-potential|search   learned rewards: progress encoder, preference potential,
                            LLM reward search (`batonlab reward --help`)
 
@@ -125,6 +126,12 @@ def _bag(args: list[str]) -> int:
     return bag.run(args)
 
 
+def _sysid(args: list[str]) -> int:
+    from batonlab.cli import sysid
+
+    return sysid.run(args)
+
+
 def _reward(args: list[str]) -> int:
     from batonlab.cli import reward
 
@@ -132,12 +139,12 @@ def _reward(args: list[str]) -> int:
 
 
 COMMANDS = {"list": _list, "train": _train, "play": _play, "export": _export, "deploy": _deploy, "replay": _replay,
-            "bag": _bag, "reward": _reward, "import-isaaclab": _import_isaaclab}
+            "bag": _bag, "reward": _reward, "import-isaaclab": _import_isaaclab, "sysid": _sysid}
 """Subcommands; later subsystems (deploy, replay, bag) add theirs here."""
 
 COMMAND_MODULES = {"list": "batonlab.tasks", "train": "batonlab.cli.train", "play": "batonlab.cli.play",
                    "export": "batonlab.cli.export", "deploy": "batonlab.cli.deploy", "replay": "batonlab.cli.replay",
-                   "bag": "batonlab.cli.bag", "reward": "batonlab.cli.reward",
+                   "bag": "batonlab.cli.bag", "reward": "batonlab.cli.reward", "sysid": "batonlab.cli.sysid",
                    "import-isaaclab": "batonlab.cli.import_isaaclab"}
 """The module each subcommand loads first (and with it most of the stack it runs on)."""
 

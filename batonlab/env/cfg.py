@@ -185,6 +185,9 @@ class SceneCfg:
     frames was 0.77-0.86 over 6 encoder seeds; each episode alone, 0.85-0.86 over 8)."""
     terrain: TerrainCfg | None = None
     """Ground added to the scene (plane or level × type grid, `batonlab.terrain`); None: `build` brings its own."""
+    fit: str = ""
+    """A fitted overlay (`batonlab sysid`'s `fit.yaml`, `batonlab.robots.fitted`) written over the built scene: the
+    robot's joint and actuator parameters as identified from its logs; empty: the model as built."""
 
 
 @dataclass

@@ -12,18 +12,29 @@ import torch
 from batonlab.env.cfg import SceneCfg, SimCfg
 from batonlab.env.servo_stability import check_servo_stability
 from batonlab.robots.assets import compile_spec
+from batonlab.robots.fitted import apply_fit, check_fit, read_fit
 from batonlab.sim.joints import is_one_dof
 from batonlab.terrain import Terrain, build_terrain
 
+
+
+def scene_spec(cfg: SceneCfg, sim: SimCfg) -> tuple[mujoco.MjSpec, Terrain | None]:
+    """The scene's MjSpec as training compiles it (terrain, physics step, fitted overlay), and its terrain."""
+    spec = cfg.build()
+    terrain = build_terrain(cfg.terrain, spec) if cfg.terrain is not None else None
+    spec.option.timestep = sim.physics_dt
+    if cfg.fit:
+        overlay = read_fit(cfg.fit)
+        check_fit(spec, overlay, cfg.fit)
+        apply_fit(spec, overlay)
+    return spec, terrain
 
 
 class Scene:
     """A compiled MuJoCo model plus the name → index maps the managers need."""
 
     def __init__(self, cfg: SceneCfg, sim: SimCfg):
-        spec = cfg.build()
-        self.terrain: Terrain | None = build_terrain(cfg.terrain, spec) if cfg.terrain is not None else None
-        spec.option.timestep = sim.physics_dt
+        spec, self.terrain = scene_spec(cfg, sim)
         self.model: mujoco.MjModel = compile_spec(spec)
         check_servo_stability(self.model)
         m = self.model

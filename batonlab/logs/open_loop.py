@@ -66,7 +66,7 @@ def _open_loop(log: BagLog, env: BatonEnv, physics: str) -> OpenLoopResult:
     # Sample times: header stamps when they are usable (the state's own time), else log times;
     # odometry on the same clock as the joint states.
     odom = log.odom if free_root(model) is not None else None
-    use_stamps = _usable(js.stamp) and (odom is None or _usable(odom.stamp))
+    use_stamps = usable_stamps(js.stamp) and (odom is None or usable_stamps(odom.stamp))
     t = js.stamp if use_stamps else js.t
     base = LoggedBase(odom, odom.stamp if use_stamps else odom.t, env) if odom is not None else None
     commands = np.clip(cmds.values, low, high)
@@ -114,7 +114,7 @@ def _open_loop(log: BagLog, env: BatonEnv, physics: str) -> OpenLoopResult:
     sample(first)
     clock = t[first]
     for k in range(first + 1, len(t)):
-        jump = _is_jump(pos[k - 1, cols], pos[k, cols], vel[k - 1, cols], vel[k, cols], t[k] - t[k - 1], continuous)
+        jump = is_jump(pos[k - 1, cols], pos[k, cols], vel[k - 1, cols], vel[k, cols], t[k] - t[k - 1], continuous)
         if jump or (base is not None and base.jumps(t[k - 1], t[k])):
             segments[-1] = (segments[-1][0], k)
             start_at(k, False)
@@ -153,7 +153,7 @@ def _open_loop(log: BagLog, env: BatonEnv, physics: str) -> OpenLoopResult:
     return result
 
 
-def _usable(stamp: np.ndarray) -> bool:
+def usable_stamps(stamp: np.ndarray) -> bool:
     """Header stamps that can serve as sample times: finite, non-decreasing and not all equal."""
     return bool(np.all(np.isfinite(stamp)) and np.all(np.diff(stamp) >= 0) and stamp[-1] > stamp[0])
 
@@ -186,7 +186,7 @@ def _runs(cmd_t: np.ndarray, clock: float, n_steps: int, dt: float, eps: float):
         yield float(starts[a]), b - a
 
 
-def _is_jump(q0, q1, qd0, qd1, dt, continuous=None) -> bool:
+def is_jump(q0, q1, qd0, qd1, dt, continuous=None) -> bool:
     """Whether a joint moved between two samples faster than its logged velocities allow (a reset).
 
     `continuous` (bool per joint) marks joints without limits (wheels), whose encoders may wrap:

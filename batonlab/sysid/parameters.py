@@ -9,13 +9,17 @@ evaluation, so each modifier writes an absolute value computed from the nominal 
 
 from __future__ import annotations
 
+import math
+
 import mujoco
 from mujoco import sysid
+
+from batonlab.robots.fitted import FIT_GROUPS, FitOverlayError, group_value, set_group_value
 
 if not hasattr(sysid, "optimize"):  # mujoco.sysid hides its missing dependencies behind an empty module
     raise ImportError("mujoco.sysid lacks its dependencies: pip install 'mujoco[sysid]' (batonlab[train] has them)")
 
-GROUPS = ("armature", "damping", "frictionloss", "kp", "kd", "torque_limit")
+GROUPS = FIT_GROUPS
 """The parameter groups a fit can name."""
 
 
@@ -41,47 +45,25 @@ def joint_parameters(spec: mujoco.MjSpec, joints: list[str], groups: list[str]) 
 
 def _parameter(spec: mujoco.MjSpec, joint: str, group: str) -> sysid.Parameter:
     name = f"{joint}/{group}"
+    try:
+        nominal = group_value(spec, joint, group)
+    except FitOverlayError as err:
+        raise SysidParameterError(str(err)) from None
     if group in ("armature", "damping", "frictionloss"):
-        nominal = _joint_value(spec, joint, group)
         high = max(10.0 * nominal, {"armature": 0.1, "damping": 5.0, "frictionloss": 2.0}[group])
         return sysid.Parameter(name, nominal, 0.0, high,
-                               modifier=lambda s, p: _set_joint_value(s, joint, group, p.value[0]))
-    actuator = _position_actuator(spec, joint)
-    kp, kd = float(actuator.gainprm[0]), float(-actuator.biasprm[2])
-    if group == "kp":
+                               modifier=lambda s, p: set_group_value(s, joint, group, p.value[0]))
+    if group in ("kp", "kd"):
         return sysid.Parameter(name, 1.0, 0.25, 4.0,
-                               modifier=lambda s, p: sysid.apply_pgain(s, actuator.name, kp * p.value[0]))
-    if group == "kd":
-        return sysid.Parameter(name, 1.0, 0.25, 4.0,
-                               modifier=lambda s, p: sysid.apply_dgain(s, actuator.name, kd * p.value[0]))
-    limit = float(actuator.forcerange[1])
-    if not limit > 0.0:
-        raise SysidParameterError(f"{joint}: its actuator {actuator.name!r} has no force range to fit")
-    return sysid.Parameter(name, limit, 0.2 * limit, 2.0 * limit,
-                           modifier=lambda s, p: _set_torque_limit(s, actuator.name, p.value[0]))
+                               modifier=lambda s, p: set_group_value(s, joint, group, nominal * p.value[0]))
+    if not 0.0 < nominal < math.inf:
+        raise SysidParameterError(f"{joint}: its actuator has no force range to fit")
+    return sysid.Parameter(name, nominal, 0.2 * nominal, 2.0 * nominal,
+                           modifier=lambda s, p: set_group_value(s, joint, group, p.value[0]))
 
 
-def _joint_value(spec: mujoco.MjSpec, joint: str, group: str) -> float:
-    value = getattr(spec.joint(joint), group)
-    return float(value[0]) if group == "damping" else float(value)
-
-
-def _set_joint_value(spec: mujoco.MjSpec, joint: str, group: str, value: float) -> None:
-    if group == "damping":
-        spec.joint(joint).damping[0] = value  # MuJoCo 4: a polynomial's coefficients, the linear one first
-    else:
-        setattr(spec.joint(joint), group, value)
-
-
-def _set_torque_limit(spec: mujoco.MjSpec, actuator: str, value: float) -> None:
-    act = spec.actuator(actuator)
-    act.forcelimited = mujoco.mjtLimited.mjLIMITED_TRUE
-    act.forcerange = [-value, value]
-
-
-def _position_actuator(spec: mujoco.MjSpec, joint: str):
-    found = [a for a in spec.actuators if a.target == joint and a.trntype == mujoco.mjtTrn.mjTRN_JOINT]
-    position = [a for a in found if sysid.model_modifier.is_position_actuator(a) and a.gainprm[0] > 0]
-    if not position:
-        raise SysidParameterError(f"{joint}: no position actuator drives it (kp, kd and torque_limit fit one)")
-    return position[0]
+def fitted_value(param: sysid.Parameter, nominal_spec: mujoco.MjSpec) -> float:
+    """The absolute value a fitted parameter `<joint>/<group>` stands for (kp and kd are fitted as scales)."""
+    joint, group = param.name.rsplit("/", 1)
+    value = float(param.value[0])
+    return value * group_value(nominal_spec, joint, group) if group in ("kp", "kd") else value

@@ -32,7 +32,7 @@ from batonlab.deploy.manifest import Manifest, sha256_file
 from batonlab.deploy.recording import BagRecorder
 from batonlab.export.manifest import manifest_from_env
 from batonlab.logs.bag_reader import open_bag
-from batonlab.logs.open_loop import _is_jump
+from batonlab.logs.open_loop import is_jump
 from batonlab.logs.replay import reevaluate_policy, replay_open_loop
 from batonlab.tasks.replay import replay_env_for, replay_open_loop_for
 from batonlab.logs.sim_recorder import world_params
@@ -290,10 +290,10 @@ def test_a_reset_in_the_odometry_restarts_the_replay(recorded, logged_env):
 
 def test_jump_check_takes_wheel_steps_modulo_a_turn():
     wrapped = (np.array([3.1, 0.5]), np.array([-3.1, 0.5]), np.zeros(2), np.zeros(2), 0.005)
-    assert _is_jump(*wrapped)  # a limited joint stepping 6.2 rad is a reset
-    assert not _is_jump(*wrapped, np.array([True, False]))  # a wheel encoder wrapping is not
+    assert is_jump(*wrapped)  # a limited joint stepping 6.2 rad is a reset
+    assert not is_jump(*wrapped, np.array([True, False]))  # a wheel encoder wrapping is not
     wheel_step = (np.array([0.0, 0.5]), np.array([1.0, 0.5]), np.zeros(2), np.zeros(2), 0.005)
-    assert _is_jump(*wheel_step, np.array([True, False]))  # a wheel turning 1 rad in 5 ms at rest still is
+    assert is_jump(*wheel_step, np.array([True, False]))  # a wheel turning 1 rad in 5 ms at rest still is
 
 
 def test_policy_reevaluation_is_exact_on_the_wheel_legged_bag(recorded):

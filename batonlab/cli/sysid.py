@@ -1,0 +1,149 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""`batonlab sysid BAG... params=GROUPS`: fit the robot's joint parameters to recorded bags.
+
+    batonlab sysid bags/arm_reach_*_ep00[0-7] params=armature,damping,frictionloss
+    batonlab sysid BAG... params=kp,kd joints=elbow_pitch,wrist_pitch out=sysid/arm6 max_iters=30
+    batonlab sysid BAG... params=damping fit=sysid/arm6/fit.yaml     start from an earlier fit
+
+The robot's model is built as training builds it (the bags' task, `task=` to name another; `robot=` for a task over
+any robot). The bags' stretches between resets are split into a fitting set and a held-out set (`holdout_every=4`:
+every 4th bag, or every 4th stretch of a single bag), `mujoco.sysid` fits the groups on the first, and the held-out
+error before and after says whether the fit generalises. Written to `out=` (default `sysid/<task>_<time>`):
+`fit.yaml` (load it with `env.scene.fit=`), `report.html` (the library's report), `replay.png` (a held-out stretch
+before and after) and `randomization.txt` (domain-randomisation overrides centred on the fit).
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+from pathlib import Path
+
+from batonlab.cli.common import CliError
+
+KEYS = {"task": None, "robot": None, "params": None, "joints": None, "out": None, "max_iters": "20",
+        "holdout_every": "4", "fit": None, "report": "true"}
+"""The options and their defaults."""
+
+RANGE_KEYS = {"damping": "damping_range", "frictionloss": "friction_range", "armature": "armature_range"}
+"""Groups whose randomisation `events.randomize_joint_parameters` scales, and its parameter for each."""
+
+
+def run(args: list[str]) -> int:
+    """`batonlab sysid`: fit, write the overlay and the report; returns the exit code."""
+    if not args or args[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0
+    bags, options = _parse(args)
+    from batonlab.env.scene import scene_spec
+    from batonlab.logs.bag_reader import BagError, open_bag
+    from batonlab.robots.fitted import FitOverlay, FitOverlayError, read_fit, write_fit
+    from batonlab.sysid.fit import SysidFitError, fit_segments, split_segments
+    from batonlab.sysid.parameters import SysidParameterError, fitted_value, joint_parameters
+    from batonlab.sysid.sequences import bag_segments
+    from batonlab.tasks.replay import task_cfg_for
+
+    try:
+        logs = [open_bag(bag) for bag in bags]
+        task, cfg = task_cfg_for(logs[0], options["task"], options["robot"], options["fit"])
+        spec, _ = scene_spec(cfg.scene, cfg.sim)
+        nominal_spec, _ = scene_spec(cfg.scene, cfg.sim)
+        joints = options["joints"].split(",") if options["joints"] else None
+        segments = [s for log in logs for s in bag_segments(log, spec, joints)]
+        joints = segments[0].joints
+        params = joint_parameters(spec, joints, options["params"].split(","))
+        train, validation = split_segments(segments, int(options["holdout_every"]))
+    except (BagError, FitOverlayError, SysidParameterError, SysidFitError) as err:
+        raise CliError(str(err)) from None
+    out = Path(options["out"] or f"sysid/{task}_{datetime.datetime.now().strftime('%Y-%m-%d_%H-%M-%S')}")
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"[batonlab] sysid of task {task}: {len(params)} parameters ({options['params']} of {len(joints)} joints) "
+          f"on {len(train)} stretches, {len(validation)} held out, {sum(s.duration_s for s in segments):.1f} s in all",
+          flush=True)
+    result = fit_segments(params, train, validation, int(options["max_iters"]), verbose=True)
+    start = read_fit(options["fit"]) if options["fit"] else FitOverlay(values={})
+    overlay = FitOverlay(values={j: dict(g) for j, g in start.values.items()},
+                         nominal={j: dict(g) for j, g in start.nominal.items()})
+    for name, param in result.fitted.items():
+        joint, group = name.rsplit("/", 1)
+        value = fitted_value(param, nominal_spec)
+        scale = value / float(param.value[0]) if group in ("kp", "kd") and param.value[0] else 1.0
+        overlay.values.setdefault(joint, {})[group] = value
+        overlay.nominal.setdefault(joint, {})[group] = fitted_value(result.initial[name], nominal_spec)
+        overlay.half_width_95.setdefault(joint, {})[group] = result.half_width_95.get(name, math.inf) * scale
+    overlay.source = {"task": task, "bags": [str(b) for b in bags], "groups": options["params"].split(","),
+                      "fit_segments": len(train), "held_out_segments": len(validation),
+                      "rmse_rad": {k: {"before": v[0], "after": v[1]} for k, v in result.rmse_rad.items()}}
+    fit_path = write_fit(out / "fit.yaml", overlay)
+    _print_fit(result, overlay)
+    overrides = randomization_overrides(cfg, overlay, fit_path)
+    (out / "randomization.txt").write_text(" ".join(overrides) + "\n")
+    print(f"[batonlab] fit: {fit_path} (train or play on it: env.scene.fit={fit_path})")
+    print(f"[batonlab] randomisation centred on the fit: {' '.join(overrides)}")
+    if options["report"].lower() in ("1", "true", "yes"):
+        _write_reports(out, task, result)
+    return 0
+
+
+def randomization_overrides(cfg, overlay, fit_path: Path) -> list[str]:
+    """`env.*` overrides that train on the fit with each joint-parameter randomisation of `cfg` centred on it."""
+    from batonlab.events.physics import randomize_joint_parameters
+
+    overrides = [f"env.scene.fit={fit_path}"]
+    for name, term in cfg.events.items():
+        if term.func is not randomize_joint_parameters:
+            continue
+        for group, key in RANGE_KEYS.items():
+            spreads = [overlay.half_width_95[j][group] / v for j, groups in overlay.values.items()
+                       for g, v in groups.items() if g == group and v > 0 and j in overlay.half_width_95
+                       and group in overlay.half_width_95[j] and j in term.params.get("joints", ())]
+            if spreads:
+                spread = min(max(2.0 * max(spreads), 0.05), 0.9)  # two 95 % half-widths, at least ±5 %
+                overrides.append(f"env.events.{name}.params.{key}=[{1 - spread:.3g},{1 + spread:.3g}]")
+    return overrides
+
+
+# Private functions.
+
+
+def _parse(args: list[str]) -> tuple[list[Path], dict[str, str | None]]:
+    bags, options = [], dict(KEYS)
+    for arg in args:
+        key, sep, value = arg.partition("=")
+        if not sep:
+            bags.append(Path(arg))
+        elif key in KEYS:
+            options[key] = value
+        else:
+            raise CliError(f"unknown option {key}=; options: {', '.join(f'{k}=' for k in KEYS)}")
+    if not bags:
+        raise CliError("no bag given: batonlab sysid BAG... params=GROUPS")
+    if not options["params"]:
+        raise CliError("params= names the groups to fit, e.g. params=armature,damping,frictionloss")
+    for key in ("max_iters", "holdout_every"):
+        if not options[key].isdigit() or int(options[key]) < (1 if key == "max_iters" else 2):
+            raise CliError(f"{key}={options[key]}: expected a whole number >= {1 if key == 'max_iters' else 2}")
+    return bags, options
+
+
+def _print_fit(result, overlay) -> None:
+    for joint, groups in overlay.values.items():
+        parts = [f"{group} {overlay.nominal.get(joint, {}).get(group, float('nan')):.4g} -> {value:.4g} "
+                 f"± {overlay.half_width_95.get(joint, {}).get(group, float('nan')):.2g}"
+                 for group, value in groups.items()]
+        print(f"[batonlab]   {joint}: " + ", ".join(parts))
+    for key, (before, after) in result.rmse_rad.items():
+        ratio = before / after if after > 0 else math.inf
+        print(f"[batonlab] {key} joint-position RMSE: {before:.3e} -> {after:.3e} rad ({ratio:.1f}x lower)")
+
+
+def _write_reports(out: Path, task: str, result) -> None:
+    from mujoco import sysid
+
+    from batonlab.sysid.plots import plot_replay
+
+    page = plot_replay(out / "replay.png", result)
+    print(f"[batonlab] held-out replay before and after: {page}")
+    sysid.default_report([s.sequence for s in result.train], result.initial, result.fitted, result.residual_fn,
+                         result.opt_result, title=f"batonlab sysid: {task}", save_path=out, generate_videos=False)
+    print(f"[batonlab] report: {out / 'report.html'}")

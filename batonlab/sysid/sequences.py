@@ -1,0 +1,146 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""From bags to `mujoco.sysid` data: one `ModelSequences` per stretch of a bag between resets.
+
+A stretch starts at a logged joint state and runs to the next reset (a jump in the logged joints, as open-loop
+replay finds them). Its initial state is the bag's full initial state where the bag carries one for that instant
+(`play record=`), else the logged joint positions and velocities over the model's default pose. Its control is
+the logged joint commands held at their log times (zero-order hold) on the physics step grid; joints the bag
+does not command hold their starting position. Its measurements are the logged joint positions and velocities
+at their own time stamps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import mujoco
+import numpy as np
+from mujoco import sysid
+
+from batonlab.logs.bag_reader import BagError, BagLog
+from batonlab.logs.open_loop import is_jump, usable_stamps
+from batonlab.robots.fitted import position_actuator, FitOverlayError
+
+MIN_SEGMENT_S = 0.2
+"""Stretches shorter than this between resets are dropped [s]."""
+
+
+@dataclass
+class Segment:
+    """A stretch of one bag, as `mujoco.sysid` fits it."""
+
+    bag: str
+    index: int
+    """Its place among the bag's stretches."""
+    joints: list[str]
+    sequence: sysid.ModelSequences
+    duration_s: float
+
+
+def bag_segments(log: BagLog, spec: mujoco.MjSpec, joints: list[str] | None = None) -> list[Segment]:
+    """The stretches of `log` between resets, over the scene `spec` (compiled as it stands).
+
+    Args:
+        log: A bag with joint states and joint commands (`play record=`, `policy_node`).
+        spec: The scene as training builds it (`batonlab.env.scene.scene_spec`); not modified.
+        joints: The joints compared (default: the logged command joints).
+    """
+    log.require("system identification", "joint_states", "joint_commands")
+    model = spec.compile()
+    if model.nq != model.nv:
+        raise BagError(f"{log.path}: the model has a floating base; `batonlab sysid` fits fixed-base robots for now")
+    js, cmds = log.joint_states, log.joint_commands
+    command_joints = log.command_joint_names
+    joints = list(joints or command_joints)
+    missing = [j for j in {*joints, *command_joints} if j not in js.names or mujoco.mj_name2id(
+        model, mujoco.mjtObj.mjOBJ_JOINT, j) < 0]
+    if missing:
+        raise BagError(f"{log.path}: joints {sorted(missing)} are not both in the bag's joint states and the model")
+    actuators = _command_actuators(spec, model, command_joints)
+    t = js.stamp if usable_stamps(js.stamp) else js.t
+    finite = np.isfinite(cmds.values).all(axis=1)
+    cmd_t, commands = cmds.t[finite], cmds.values[finite]
+    if cmd_t.size == 0:
+        raise BagError(f"{log.path}: no finite joint command")
+    cols = js.columns(joints)
+    all_cols = js.columns([j for j in js.names if mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, j) >= 0])
+    pos, vel = js.position, js.velocity
+    dt = float(model.opt.timestep)
+    eps = 0.25 * dt
+    first = int(np.searchsorted(t, cmd_t[0] - eps))
+    bounds = [first]
+    for k in range(first + 1, len(t)):
+        if is_jump(pos[k - 1, cols], pos[k, cols], vel[k - 1, cols], vel[k, cols], t[k] - t[k - 1]):
+            bounds.append(k)
+    bounds.append(len(t))
+    initial = log.metadata.get("initial_state")
+    segments = []
+    for index, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])):
+        if b - a < 3 or t[b - 1] - t[a] < MIN_SEGMENT_S:
+            continue
+        from_metadata = (index == 0 and initial is not None and abs(t[a] - initial.get("time", 0.0)) < eps
+                         and len(initial.get("qpos", ())) == model.nq)
+        qpos, qvel = _start_state(model, log, js.names, all_cols, pos[a], vel[a], initial if from_metadata else None)
+        ctrl_t, ctrl = _held_control(model, actuators, cmd_t - t[a], commands, qpos, t[b - 1] - t[a], dt, eps)
+        x0 = sysid.create_initial_state(model, qpos, qvel)
+        control = sysid.TimeSeries(ctrl_t, ctrl)
+        names = [(j, sysid.SignalType.MjStateQPos) for j in joints] + [(j, sysid.SignalType.MjStateQVel) for j in joints]
+        measured = sysid.TimeSeries.from_names(t[a:b] - t[a], np.concatenate([pos[a:b, cols], vel[a:b, cols]], axis=1),
+                                               model, names)
+        name = f"{log.path.name}#{index}"
+        sequence = sysid.ModelSequences(name, spec, name, x0, control, measured, allow_missing_sensors=True)
+        segments.append(Segment(str(log.path), index, joints, sequence, float(t[b - 1] - t[a])))
+    if not segments:
+        raise BagError(f"{log.path}: no stretch of at least {MIN_SEGMENT_S} s between resets")
+    return segments
+
+
+# Private functions.
+
+
+def _command_actuators(spec: mujoco.MjSpec, model: mujoco.MjModel, joints: list[str]) -> np.ndarray:
+    """The actuator id of each logged command joint (its position servo, else its only actuator)."""
+    ids = []
+    for joint in joints:
+        try:
+            ids.append(mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_ACTUATOR, position_actuator(spec, joint).name))
+            continue
+        except FitOverlayError:
+            pass
+        jid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, joint)
+        found = [a for a in range(model.nu) if model.actuator_trntype[a] == mujoco.mjtTrn.mjTRN_JOINT
+                 and model.actuator_trnid[a, 0] == jid]
+        if len(found) != 1:
+            raise BagError(f"joint {joint!r} is driven by {len(found)} actuators; a command needs exactly one")
+        ids.append(found[0])
+    return np.asarray(ids)
+
+
+def _start_state(model, log: BagLog, names: list[str], cols, pos, vel, initial: dict | None):
+    if initial is not None:
+        return np.asarray(initial["qpos"], dtype=float), np.asarray(initial["qvel"], dtype=float)
+    qpos, qvel = model.qpos0.copy(), np.zeros(model.nv)
+    for c in cols:
+        jid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, names[c])
+        qpos[model.jnt_qposadr[jid]], qvel[model.jnt_dofadr[jid]] = pos[c], vel[c]
+    if not (np.isfinite(qpos).all() and np.isfinite(qvel).all()):
+        raise BagError(f"{log.path}: a non-finite joint state where a stretch starts")
+    return qpos, qvel
+
+
+def _held_control(model, actuators, cmd_t, commands, qpos, span_s: float, dt: float, eps: float):
+    """(times, (steps + 1, nu) control): the active command at each physics step, on the grid 0, dt, … ≥ span."""
+    steps = int(np.ceil(span_s / dt - 1e-6))
+    grid = dt * np.arange(steps + 1)
+    active = np.searchsorted(cmd_t, grid + eps, side="right") - 1
+    ctrl = np.zeros((steps + 1, model.nu))
+    for a in range(model.nu):  # uncommanded position servos hold where their joint starts
+        if model.actuator_trntype[a] == mujoco.mjtTrn.mjTRN_JOINT and model.actuator_biasprm[a, 1] != 0.0:
+            ctrl[:, a] = qpos[model.jnt_qposadr[model.actuator_trnid[a, 0]]]
+    ctrl[:, actuators] = commands[np.clip(active, 0, None)]
+    low, high = model.actuator_ctrlrange[:, 0], model.actuator_ctrlrange[:, 1]
+    limited = model.actuator_ctrllimited.astype(bool)
+    ctrl[:, limited] = np.clip(ctrl[:, limited], low[limited], high[limited])
+    times = grid.copy()
+    times[-1] -= 1e-9  # `TimeSeries.resample` counts ceil(span / dt) + 1 samples; exactly at the end can add one
+    return times, ctrl
