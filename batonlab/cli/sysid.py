@@ -4,6 +4,8 @@
     batonlab sysid bags/arm_reach_*_ep00[0-7] params=armature,damping,frictionloss
     batonlab sysid BAG... params=kp,kd joints=elbow_pitch,wrist_pitch out=sysid/arm6 max_iters=30
     batonlab sysid BAG... params=damping fit=sysid/arm6/fit.yaml     start from an earlier fit
+    batonlab sysid BAG... params=armature,damping,delay max_delay_s=0.06   also the command delay (≤ 60 ms)
+    batonlab sysid BAG... params=armature,damping shared=true      one value per group for all the joints
 
 The robot's model is built as training builds it (the bags' task, `task=` to name another; `robot=` for a task over
 any robot). The bags' stretches between resets are split into a fitting set and a held-out set (`holdout_every=4`:
@@ -22,7 +24,8 @@ from pathlib import Path
 from batonlab.cli.common import CliError
 
 KEYS = {"task": None, "robot": None, "params": None, "joints": None, "out": None, "max_iters": "20",
-        "holdout_every": "4", "fit": None, "report": "true"}
+        "holdout_every": "4", "fit": None, "report": "true", "max_delay_s": "0.06",
+        "shared": "false"}
 """The options and their defaults."""
 
 RANGE_KEYS = {"damping": "damping_range", "frictionloss": "friction_range", "armature": "armature_range"}
@@ -39,7 +42,7 @@ def run(args: list[str]) -> int:
     from batonlab.logs.bag_reader import BagError, open_bag
     from batonlab.robots.fitted import FitOverlay, FitOverlayError, read_fit, write_fit
     from batonlab.sysid.fit import SysidFitError, fit_segments, split_segments
-    from batonlab.sysid.parameters import SysidParameterError, fitted_value, joint_parameters
+    from batonlab.sysid.parameters import SysidParameterError, joint_parameters, joint_values
     from batonlab.sysid.sequences import bag_segments
     from batonlab.tasks.replay import task_cfg_for
 
@@ -49,9 +52,11 @@ def run(args: list[str]) -> int:
         spec, _ = scene_spec(cfg.scene, cfg.sim)
         nominal_spec, _ = scene_spec(cfg.scene, cfg.sim)
         joints = options["joints"].split(",") if options["joints"] else None
-        segments = [s for log in logs for s in bag_segments(log, spec, joints)]
+        groups = [g for g in options["params"].split(",") if g != "delay"]
+        max_delay_s = float(options["max_delay_s"]) if "delay" in options["params"].split(",") else 0.0
+        segments = [s for log in logs for s in bag_segments(log, spec, joints, max_delay_s)]
         joints = segments[0].joints
-        params = joint_parameters(spec, joints, options["params"].split(","))
+        params = joint_parameters(spec, joints, groups, _flag(options, "shared"))
         train, validation = split_segments(segments, int(options["holdout_every"]))
     except (BagError, FitOverlayError, SysidParameterError, SysidFitError) as err:
         raise CliError(str(err)) from None
@@ -63,24 +68,31 @@ def run(args: list[str]) -> int:
     result = fit_segments(params, train, validation, int(options["max_iters"]), verbose=True)
     start = read_fit(options["fit"]) if options["fit"] else FitOverlay(values={})
     overlay = FitOverlay(values={j: dict(g) for j, g in start.values.items()},
-                         nominal={j: dict(g) for j, g in start.nominal.items()})
-    for name, param in result.fitted.items():
-        joint, group = name.rsplit("/", 1)
-        value = fitted_value(param, nominal_spec)
-        scale = value / float(param.value[0]) if group in ("kp", "kd") and param.value[0] else 1.0
-        overlay.values.setdefault(joint, {})[group] = value
-        overlay.nominal.setdefault(joint, {})[group] = fitted_value(result.initial[name], nominal_spec)
-        overlay.half_width_95.setdefault(joint, {})[group] = result.half_width_95.get(name, math.inf) * scale
+                         nominal={j: dict(g) for j, g in start.nominal.items()},
+                         command_delay_s=result.command_delay_s if max_delay_s > 0 else start.command_delay_s)
+    fitted = joint_values(result.fitted, nominal_spec, joints)
+    nominal = joint_values(result.initial, nominal_spec, joints)
+    half_widths = joint_values(result.fitted, nominal_spec, joints, result.half_width_95)
+    for joint, groups in fitted.items():
+        overlay.values.setdefault(joint, {}).update(groups)
+        overlay.nominal.setdefault(joint, {}).update(nominal[joint])
+        overlay.half_width_95.setdefault(joint, {}).update(half_widths[joint])
     overlay.source = {"task": task, "bags": [str(b) for b in bags], "groups": options["params"].split(","),
                       "fit_segments": len(train), "held_out_segments": len(validation),
                       "rmse_rad": {k: {"before": v[0], "after": v[1]} for k, v in result.rmse_rad.items()}}
     fit_path = write_fit(out / "fit.yaml", overlay)
     _print_fit(result, overlay)
+    if max_delay_s > 0:
+        control_dt = logs[0].metadata.get("control_dt")
+        periods = f", {result.command_delay_s / control_dt:.2f} control periods" if control_dt else ""
+        print(f"[batonlab]   command delay: {result.command_delay_s * 1e3:.1f} ms "
+              f"({round(result.command_delay_s / float(spec.option.timestep))} physics steps{periods}; searched "
+              f"0 to {max_delay_s * 1e3:.0f} ms)")
     overrides = randomization_overrides(cfg, overlay, fit_path)
     (out / "randomization.txt").write_text(" ".join(overrides) + "\n")
     print(f"[batonlab] fit: {fit_path} (train or play on it: env.scene.fit={fit_path})")
     print(f"[batonlab] randomisation centred on the fit: {' '.join(overrides)}")
-    if options["report"].lower() in ("1", "true", "yes"):
+    if _flag(options, "report"):
         _write_reports(out, task, result)
     return 0
 
@@ -118,12 +130,22 @@ def _parse(args: list[str]) -> tuple[list[Path], dict[str, str | None]]:
             raise CliError(f"unknown option {key}=; options: {', '.join(f'{k}=' for k in KEYS)}")
     if not bags:
         raise CliError("no bag given: batonlab sysid BAG... params=GROUPS")
-    if not options["params"]:
-        raise CliError("params= names the groups to fit, e.g. params=armature,damping,frictionloss")
+    if not [g for g in (options["params"] or "").split(",") if g and g != "delay"]:
+        raise CliError("params= names the groups to fit, e.g. params=armature,damping,frictionloss (add ,delay for "
+                       "the command delay)")
+    try:
+        if not 0.0 < float(options["max_delay_s"]) < 1.0:
+            raise ValueError
+    except ValueError:
+        raise CliError(f"max_delay_s={options['max_delay_s']}: expected seconds in (0, 1)") from None
     for key in ("max_iters", "holdout_every"):
         if not options[key].isdigit() or int(options[key]) < (1 if key == "max_iters" else 2):
             raise CliError(f"{key}={options[key]}: expected a whole number >= {1 if key == 'max_iters' else 2}")
     return bags, options
+
+
+def _flag(options: dict, key: str) -> bool:
+    return options[key].lower() in ("1", "true", "yes")
 
 
 def _print_fit(result, overlay) -> None:

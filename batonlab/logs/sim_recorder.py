@@ -6,9 +6,10 @@ the clock. At control step k of an episode (time k · step_dt) a bag holds what 
 at that tick: the measured joint state s_k of the policy joints, the task commands, the
 observation the policy saw, its raw action, and the joint targets u_k applied during the step.
 
-For open-loop replay the metadata also holds the world's complete initial state (qpos, qvel)
-and every model parameter that randomisation changed in that world (`PARAM_FIELDS`), so the same
-simulator started from the same state with the same targets reproduces the logged trajectory.
+For open-loop replay the metadata also holds the world's complete initial state (qpos, qvel), the
+controls of the actuators the policy does not command (`uncommanded_ctrl`, by actuator name) and every
+model parameter that randomisation changed in that world (`PARAM_FIELDS`), so the same simulator
+started from the same state with the same targets reproduces the logged trajectory.
 """
 
 from __future__ import annotations
@@ -178,6 +179,8 @@ class EpisodeRecorder:
     def _start(self, env: BatonEnv, ids: list[int]) -> None:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         qpos, qvel = env.sim.qpos.double().cpu(), env.sim.qvel.double().cpu()
+        model, ctrl = env.scene.model, env.sim.ctrl.double().cpu()
+        uncommanded = sorted(set(range(model.nu)) - set(self._actuators.tolist()))
         for i in ids:
             path = self.out_dir / f"{self.prefix}_ep{i:03d}"
             meta = {
@@ -186,6 +189,7 @@ class EpisodeRecorder:
                 "env_id": i,
                 "initial_state": {"time": 0.0, "qpos": qpos[i].tolist(), "qvel": qvel[i].tolist()},
                 "physics": world_params(env, i),
+                "uncommanded_ctrl": {model.actuator(a).name: float(ctrl[i, a]) for a in uncommanded},
             }
             json.loads(metadata_json(meta))  # fail here, not in the writer thread, on values JSON cannot hold
             # Simulation is not real time: the bag is written by a thread of this process.

@@ -3,8 +3,9 @@
 
 The overlay is a YAML file (`write_fit`, `read_fit`) that names joints and, for each, the values of some of
 `FIT_GROUPS`: `armature` [kg·m²], `damping` [N·m·s/rad], `frictionloss` [N·m] of the joint; `kp` [N·m/rad],
-`kd` [N·m·s/rad] and `torque_limit` [N·m] of the position actuator that drives it. Every value is absolute. A
-task loads one with `env.scene.fit=PATH` (applied by `Scene` before it compiles the model).
+`kd` [N·m·s/rad] and `torque_limit` [N·m] of the position actuator that drives it. Every value is absolute.
+`command_delay_s` delays those joints' actuators by whole physics steps (MuJoCo's actuator history, held
+values). A task loads one with `env.scene.fit=PATH` (applied by `Scene` before it compiles the model).
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ class FitOverlay:
     """joint → group → half-width of the 95 % confidence interval (inf where the data do not identify it)."""
     source: dict = field(default_factory=dict)
     """What was fitted from: task, bags, held-out error before and after."""
+    command_delay_s: float = 0.0
+    """How late the fitted joints' actuators apply their commands [s], a whole number of physics steps."""
 
 
 def group_value(spec: mujoco.MjSpec, joint: str, group: str) -> float:
@@ -90,6 +93,19 @@ def apply_fit(spec: mujoco.MjSpec, overlay: FitOverlay) -> None:
     for joint, groups in overlay.values.items():
         for group, value in groups.items():
             set_group_value(spec, joint, group, value)
+    if overlay.command_delay_s > 0:
+        set_command_delay(spec, list(overlay.values), overlay.command_delay_s)
+
+
+def set_command_delay(spec: mujoco.MjSpec, joints: list[str], delay_s: float, max_delay_s: float | None = None) -> None:
+    """Delay the actuators of `joints` by `delay_s` [s] (rounded to physics steps), holding each past command; the
+    history is sized for `max_delay_s` (default `delay_s`) so that the delay can change without resizing the state."""
+    dt = float(spec.option.timestep)
+    steps = round(delay_s / dt)
+    room = round((delay_s if max_delay_s is None else max_delay_s) / dt)
+    for actuator in spec.actuators:
+        if actuator.trntype == mujoco.mjtTrn.mjTRN_JOINT and actuator.target in joints:
+            actuator.nsample, actuator.interp, actuator.delay = room + 2, 0, steps * dt
 
 
 def write_fit(path: str | Path, overlay: FitOverlay) -> Path:
@@ -97,7 +113,8 @@ def write_fit(path: str | Path, overlay: FitOverlay) -> Path:
     path = Path(path)
     joints = {joint: {group: {"value": value, **_extra(overlay, joint, group)} for group, value in groups.items()}
               for joint, groups in overlay.values.items()}
-    text = yaml.safe_dump({"format": FIT_FORMAT, "joints": joints, "source": overlay.source}, sort_keys=False)
+    text = yaml.safe_dump({"format": FIT_FORMAT, "command_delay_s": overlay.command_delay_s, "joints": joints,
+                           "source": overlay.source}, sort_keys=False)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text)
     tmp.replace(path)
@@ -118,7 +135,10 @@ def read_fit(path: str | Path) -> FitOverlay:
     joints = data.get("joints")
     if not isinstance(joints, dict) or not joints:
         raise FitOverlayError(f"{path}: `joints` must map joint names to fitted groups")
-    overlay = FitOverlay(values={}, source=data.get("source") or {})
+    delay = data.get("command_delay_s", 0.0)
+    if isinstance(delay, bool) or not isinstance(delay, (int, float)) or not 0.0 <= delay < 1.0:
+        raise FitOverlayError(f"{path}: command_delay_s must be a number of seconds in [0, 1), got {delay!r}")
+    overlay = FitOverlay(values={}, source=data.get("source") or {}, command_delay_s=float(delay))
     for joint, groups in joints.items():
         if not isinstance(groups, dict):
             raise FitOverlayError(f"{path}: joints.{joint} must map groups to values")

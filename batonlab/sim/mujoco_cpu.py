@@ -39,6 +39,30 @@ def _state_offsets(model: mujoco.MjModel, spec: int) -> dict[str, tuple[int, int
     return offsets
 
 
+def _held_target_history(model: mujoco.MjModel, offsets: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(state columns of the delayed position servos' past targets, state columns of their joints' positions).
+
+    A servo with a command delay (`nsample` > 0) applies the targets of the last `delay` seconds; after a reset
+    those are its joint's position, so it holds still until the first command arrives through the delay.
+    """
+    if "history" not in offsets:
+        return np.zeros(0, dtype=int), np.zeros(0, dtype=int)
+    data = mujoco.MjData(model)
+    history_cols, qpos_cols = [], []
+    for a in range(model.nu):
+        n = int(model.actuator_history[a, 0])
+        position_servo = (model.actuator_trntype[a] == mujoco.mjtTrn.mjTRN_JOINT and model.actuator_biasprm[a, 1] != 0)
+        if n == 0 or not position_servo:
+            continue
+        mujoco.mj_initCtrlHistory(model, data, a, None, np.zeros(n))
+        zeros = data.history.copy()
+        mujoco.mj_initCtrlHistory(model, data, a, None, np.ones(n))
+        slots = np.flatnonzero(data.history != zeros)
+        history_cols += (offsets["history"][0] + slots).tolist()
+        qpos_cols += [offsets["qpos"][0] + int(model.jnt_qposadr[model.actuator_trnid[a, 0]])] * len(slots)
+    return np.asarray(history_cols, dtype=int), np.asarray(qpos_cols, dtype=int)
+
+
 class MujocoCpuBackend(SimBackend):
     """N worlds on the CPU with MuJoCo's C library and a persistent rollout thread pool.
 
@@ -70,6 +94,7 @@ class MujocoCpuBackend(SimBackend):
         self._default_state = np.empty(self._nstate)
         mujoco.mj_getState(model, data, self._default_state, _FULLPHYSICS)
         self._state = np.tile(self._default_state, (num_envs, 1))
+        self._history_cols, self._history_qpos_cols = _held_target_history(model, self._offsets)
 
         # Control vector of each substep: ctrl, xfrc_applied and (if any) mocap positions.
         self._control_spec = int(mujoco.mjtState.mjSTATE_CTRL) | int(mujoco.mjtState.mjSTATE_XFRC_APPLIED)
@@ -160,6 +185,7 @@ class MujocoCpuBackend(SimBackend):
         rows = np.tile(self._default_state, (ids.size, 1))
         rows[:, slice(*self._offsets["qpos"])] = qpos.detach().cpu().double().numpy()
         rows[:, slice(*self._offsets["qvel"])] = qvel.detach().cpu().double().numpy()
+        rows[:, self._history_cols] = rows[:, self._history_qpos_cols]  # delayed servos start on where they are
         rows[:, 0] = 0.0
         self._state[ids] = rows
         self.xfrc_applied[torch.from_numpy(ids)] = 0.0

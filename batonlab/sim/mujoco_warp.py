@@ -50,6 +50,9 @@ class MujocoWarpBackend(SimBackend):
         use_cuda_graph: bool = True,
         **ignored,
     ):
+        if model.nhistory:
+            raise ValueError("the model delays its actuators' commands (a fit's command_delay_s): the mujoco backend "
+                             "runs it; mujoco_warp's reset would start the delayed targets at 0")
         super().__init__(model, num_envs, device)
         if self.device.type == "cuda" and self.device.index is None:
             self.device = torch.device("cuda", torch.cuda.current_device())

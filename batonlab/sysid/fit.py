@@ -4,7 +4,14 @@
 `split_segments` holds out whole bags (or every k-th segment of one bag); `fit_segments` runs the library's
 Gauss-Newton fit on the others and reports the joint-position RMSE of every segment set before and after, the
 fitted values and their 95 % half-widths (`calculate_intervals` over the fit's Jacobian).
+
+A command delay is a whole number of physics steps, which a gradient does not see (a held target jumps from one
+step to the next). Where the segments have room for one, the search starts at the delay with the least residual
+at the nominal parameters and walks one step at a time while a short fit at the next delay ends lower; the full
+fit runs at the delay it stops on. The parameters compensate for a wrong delay (less damping for a later
+command), so delays are compared after fitting, not at the nominal parameters alone.
 """
+
 
 from __future__ import annotations
 
@@ -14,7 +21,11 @@ from dataclasses import dataclass
 import numpy as np
 from mujoco import sysid
 
+from batonlab.robots.fitted import set_command_delay
 from batonlab.sysid.sequences import Segment
+
+SEARCH_ITERS = 4
+"""Gauss-Newton iterations of each fit that compares two delays."""
 
 
 class SysidFitError(ValueError):
@@ -36,6 +47,8 @@ class FitResult:
     """The training segments' residual function (`mujoco.sysid.build_residual_fn`), for the library's report."""
     train: list[Segment]
     validation: list[Segment]
+    command_delay_s: float = 0.0
+    """The fitted command delay [s] (0 where none was searched)."""
 
 
 def split_segments(segments: list[Segment], every: int = 4) -> tuple[list[Segment], list[Segment]]:
@@ -58,12 +71,16 @@ def split_segments(segments: list[Segment], every: int = 4) -> tuple[list[Segmen
 
 def fit_segments(params: sysid.ParameterDict, train: list[Segment], validation: list[Segment], max_iters: int = 20,
                  n_threads: int = 1, verbose: bool = False) -> FitResult:
-    """Fit `params` (their modifiers edit each segment's spec) to `train`; RMSE before and after on both sets."""
+    """Fit `params` (their modifiers edit each segment's spec) and, where the segments have room for one, the command
+    delay to `train`; RMSE before (nominal, no delay) and after on both sets."""
     fit_fn = _residual_fn(train, n_threads)
     validation_fn = _residual_fn(validation, n_threads)
+    segments = train + validation
     x0 = params.as_vector()
+    _set_delay(segments, 0)
     before = {"train": _position_rmse(fit_fn, x0, params), "validation": _position_rmse(validation_fn, x0, params)}
     kwargs = {} if verbose else {"output": io.StringIO()}
+    steps = _search_delay(fit_fn, params, segments)
     fitted, result = sysid.optimize(params, fit_fn, optimizer="mujoco", max_iters=max_iters, **kwargs)
     x = fitted.as_vector()
     residuals, _, _ = fit_fn(x, fitted, return_pred_all=True)
@@ -71,8 +88,9 @@ def fit_segments(params: sysid.ParameterDict, train: list[Segment], validation: 
     names = [name for name, p in fitted.items() if not p.frozen]
     rmse = {key: (before[key], _position_rmse(fn, x, fitted)) for key, fn in (("train", fit_fn),
                                                                                ("validation", validation_fn))}
+    delay_s = steps * _physics_dt(segments)
     return FitResult(params, fitted, dict(zip(names, map(float, half_widths))), rmse, result, fit_fn, train,
-                     validation)
+                     validation, delay_s)
 
 
 def segment_rmse(segments: list[Segment], params: sysid.ParameterDict, n_threads: int = 1) -> float:
@@ -86,6 +104,50 @@ def replayed_positions(segments: list[Segment], params: sysid.ParameterDict, x: 
 
 
 # Private functions.
+
+
+def _physics_dt(segments: list[Segment]) -> float:
+    return float(segments[0].sequence.spec.option.timestep)
+
+
+def _set_delay(segments: list[Segment], steps: int) -> None:
+    """Every segment's commanded actuators `steps` physics steps late (their specs are rebuilt at each evaluation)."""
+    dt = _physics_dt(segments)
+    for spec, segment in {id(s.sequence.spec): (s.sequence.spec, s) for s in segments}.values():
+        if segment.max_delay_s > 0:
+            set_command_delay(spec, segment.command_joints, steps * dt, segment.max_delay_s)
+
+
+def _cost(residual_fn, params: sysid.ParameterDict) -> float:
+    return float(np.sum(np.concatenate(residual_fn(params.as_vector(), params)[0]) ** 2))
+
+
+def _search_delay(residual_fn, params: sysid.ParameterDict, segments: list[Segment]) -> int:
+    """The delay [physics steps] to fit at (see the module docstring), left set on the segments."""
+    max_steps = round(max(s.max_delay_s for s in segments) / _physics_dt(segments))
+    if max_steps == 0:
+        return 0
+    nominal = []
+    for steps in range(max_steps + 1):
+        _set_delay(segments, steps)
+        nominal.append(_cost(residual_fn, params))
+    start = int(np.argmin(nominal))
+
+    def fitted_cost(steps: int) -> float:
+        _set_delay(segments, steps)
+        fitted, _ = sysid.optimize(params, residual_fn, optimizer="mujoco", max_iters=SEARCH_ITERS,
+                                   output=io.StringIO())
+        return _cost(residual_fn, fitted)
+
+    best, best_cost = start, fitted_cost(start)
+    for direction in (-1, 1):
+        while 0 <= best + direction <= max_steps:
+            cost = fitted_cost(best + direction)
+            if cost >= best_cost:
+                break
+            best, best_cost = best + direction, cost
+    _set_delay(segments, best)
+    return best
 
 
 def _residual_fn(segments: list[Segment], n_threads: int):

@@ -4,7 +4,9 @@
 A group names one physical quantity of each listed joint: `armature` [kg·m²], `damping` [N·m·s/rad],
 `frictionloss` [N·m] (absolute values), `kp` and `kd` (scales of the position actuator's nominal gains) and
 `torque_limit` [N·m] (the actuator's symmetric force range). `mujoco.sysid` rebuilds the same spec at every
-evaluation, so each modifier writes an absolute value computed from the nominal read here once.
+evaluation, so each modifier writes an absolute value computed from the nominal read here once. A shared group
+(`*/<group>`) is one value for all the listed joints (one scale of each joint's nominal gain for kp and kd): the
+data of every joint inform it, which identifies it under noise that hides a single joint's small effects.
 """
 
 from __future__ import annotations
@@ -22,13 +24,21 @@ if not hasattr(sysid, "optimize"):  # mujoco.sysid hides its missing dependencie
 GROUPS = FIT_GROUPS
 """The parameter groups a fit can name."""
 
+SHARED = "*"
+"""The joint part of a shared parameter's name (`*/damping`)."""
+
+_UPPER = {"armature": 0.1, "damping": 5.0, "frictionloss": 2.0}
+"""The least upper bound of an absolute joint group [its units]: ten times the nominal where that is more."""
+
 
 class SysidParameterError(ValueError):
     """An unknown group or joint, or a joint without the position actuator its group needs."""
 
 
-def joint_parameters(spec: mujoco.MjSpec, joints: list[str], groups: list[str]) -> sysid.ParameterDict:
-    """One parameter `<joint>/<group>` per joint and group, at the spec's nominal value, with its bounds."""
+def joint_parameters(spec: mujoco.MjSpec, joints: list[str], groups: list[str],
+                     shared: bool = False) -> sysid.ParameterDict:
+    """One parameter `<joint>/<group>` per joint and group (`*/<group>` per group when `shared`), at the spec's
+    nominal value, with its bounds."""
     unknown = [g for g in groups if g not in GROUPS]
     if unknown:
         raise SysidParameterError(f"unknown parameter groups {unknown}; valid: {list(GROUPS)}")
@@ -37,33 +47,42 @@ def joint_parameters(spec: mujoco.MjSpec, joints: list[str], groups: list[str]) 
     if missing:
         raise SysidParameterError(f"joints {missing} are not in the model; its joints: {sorted(names)}")
     params = sysid.ParameterDict()
-    for joint in joints:
-        for group in groups:
-            params.add(_parameter(spec, joint, group))
+    for group in groups:
+        for owner in ([SHARED] if shared else joints):
+            params.add(_parameter(spec, joints if owner == SHARED else [owner], group, owner))
     return params
 
 
-def _parameter(spec: mujoco.MjSpec, joint: str, group: str) -> sysid.Parameter:
-    name = f"{joint}/{group}"
+def joint_values(params: sysid.ParameterDict, nominal_spec: mujoco.MjSpec, joints: list[str],
+                 numbers: dict[str, float] | None = None) -> dict[str, dict[str, float]]:
+    """joint → group → the absolute value each parameter stands for (`numbers`: name → a number in the parameter's
+    units instead of its value, e.g. a half-width), kp and kd scales times the joint's nominal gain."""
+    out: dict[str, dict[str, float]] = {}
+    for name, param in params.items():
+        owner, group = name.rsplit("/", 1)
+        number = float(param.value[0]) if numbers is None else numbers.get(name, math.inf)
+        for joint in joints if owner == SHARED else [owner]:
+            scale = group_value(nominal_spec, joint, group) if group in ("kp", "kd") else 1.0
+            out.setdefault(joint, {})[group] = number * scale
+    return out
+
+
+def _parameter(spec: mujoco.MjSpec, joints: list[str], group: str, owner: str) -> sysid.Parameter:
+    name = f"{owner}/{group}"
     try:
-        nominal = group_value(spec, joint, group)
+        nominals = [group_value(spec, joint, group) for joint in joints]
     except FitOverlayError as err:
         raise SysidParameterError(str(err)) from None
-    if group in ("armature", "damping", "frictionloss"):
-        high = max(10.0 * nominal, {"armature": 0.1, "damping": 5.0, "frictionloss": 2.0}[group])
-        return sysid.Parameter(name, nominal, 0.0, high,
-                               modifier=lambda s, p: set_group_value(s, joint, group, p.value[0]))
+
+    def write(s: mujoco.MjSpec, p: sysid.Parameter) -> None:
+        for joint, nominal in zip(joints, nominals):
+            set_group_value(s, joint, group, nominal * p.value[0] if group in ("kp", "kd") else p.value[0])
+
     if group in ("kp", "kd"):
-        return sysid.Parameter(name, 1.0, 0.25, 4.0,
-                               modifier=lambda s, p: set_group_value(s, joint, group, nominal * p.value[0]))
-    if not 0.0 < nominal < math.inf:
-        raise SysidParameterError(f"{joint}: its actuator has no force range to fit")
-    return sysid.Parameter(name, nominal, 0.2 * nominal, 2.0 * nominal,
-                           modifier=lambda s, p: set_group_value(s, joint, group, p.value[0]))
-
-
-def fitted_value(param: sysid.Parameter, nominal_spec: mujoco.MjSpec) -> float:
-    """The absolute value a fitted parameter `<joint>/<group>` stands for (kp and kd are fitted as scales)."""
-    joint, group = param.name.rsplit("/", 1)
-    value = float(param.value[0])
-    return value * group_value(nominal_spec, joint, group) if group in ("kp", "kd") else value
+        return sysid.Parameter(name, 1.0, 0.25, 4.0, modifier=write)
+    nominal = sum(nominals) / len(nominals)
+    if group in _UPPER:
+        return sysid.Parameter(name, nominal, 0.0, max(10.0 * max(nominals), _UPPER[group]), modifier=write)
+    if not all(0.0 < n < math.inf for n in nominals):
+        raise SysidParameterError(f"{owner}: an actuator without a force range; torque_limit fits one")
+    return sysid.Parameter(name, nominal, 0.2 * min(nominals), 2.0 * max(nominals), modifier=write)

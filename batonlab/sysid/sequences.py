@@ -4,9 +4,10 @@
 A stretch starts at a logged joint state and runs to the next reset (a jump in the logged joints, as open-loop
 replay finds them). Its initial state is the bag's full initial state where the bag carries one for that instant
 (`play record=`), else the logged joint positions and velocities over the model's default pose. Its control is
-the logged joint commands held at their log times (zero-order hold) on the physics step grid; joints the bag
-does not command hold their starting position. Its measurements are the logged joint positions and velocities
-at their own time stamps.
+the logged joint commands held at their log times (zero-order hold) on the physics step grid; actuators the bag
+does not command keep the control its metadata gives (`uncommanded_ctrl`, written by `play record=`), else 0.
+Its measurements are the logged joint positions and velocities at their own time stamps. With a delay to search (`max_delay_s`), the commanded actuators keep a history of
+their past targets, which starts on the joints' positions (as `batonlab.sim.mujoco_cpu` resets delayed servos).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from mujoco import sysid
 
 from batonlab.logs.bag_reader import BagError, BagLog
 from batonlab.logs.open_loop import is_jump, usable_stamps
-from batonlab.robots.fitted import position_actuator, FitOverlayError
+from batonlab.robots.fitted import FitOverlayError, position_actuator, set_command_delay
 
 MIN_SEGMENT_S = 0.2
 """Stretches shorter than this between resets are dropped [s]."""
@@ -35,17 +36,26 @@ class Segment:
     joints: list[str]
     sequence: sysid.ModelSequences
     duration_s: float
+    command_joints: list[str]
+    """The joints the bag commands: a fitted command delay delays their actuators."""
+    max_delay_s: float
+    """The longest command delay the segment's model has room for [s] (0: none searched)."""
 
 
-def bag_segments(log: BagLog, spec: mujoco.MjSpec, joints: list[str] | None = None) -> list[Segment]:
-    """The stretches of `log` between resets, over the scene `spec` (compiled as it stands).
+def bag_segments(log: BagLog, spec: mujoco.MjSpec, joints: list[str] | None = None,
+                 max_delay_s: float = 0.0) -> list[Segment]:
+    """The stretches of `log` between resets, over the scene `spec`.
 
     Args:
         log: A bag with joint states and joint commands (`play record=`, `policy_node`).
-        spec: The scene as training builds it (`batonlab.env.scene.scene_spec`); not modified.
+        spec: The scene as training builds it (`batonlab.env.scene.scene_spec`); with `max_delay_s`, its commanded
+            actuators get a history of that length (and no delay yet).
         joints: The joints compared (default: the logged command joints).
+        max_delay_s: The longest command delay a fit may search [s].
     """
     log.require("system identification", "joint_states", "joint_commands")
+    if max_delay_s > 0:
+        set_command_delay(spec, log.command_joint_names, 0.0, max_delay_s)
     model = spec.compile()
     if model.nq != model.nv:
         raise BagError(f"{log.path}: the model has a floating base; `batonlab sysid` fits fixed-base robots for now")
@@ -81,15 +91,17 @@ def bag_segments(log: BagLog, spec: mujoco.MjSpec, joints: list[str] | None = No
         from_metadata = (index == 0 and initial is not None and abs(t[a] - initial.get("time", 0.0)) < eps
                          and len(initial.get("qpos", ())) == model.nq)
         qpos, qvel = _start_state(model, log, js.names, all_cols, pos[a], vel[a], initial if from_metadata else None)
-        ctrl_t, ctrl = _held_control(model, actuators, cmd_t - t[a], commands, qpos, t[b - 1] - t[a], dt, eps)
-        x0 = sysid.create_initial_state(model, qpos, qvel)
+        ctrl_t, ctrl = _held_control(model, actuators, cmd_t - t[a], commands, log.metadata.get("uncommanded_ctrl", {}),
+                                     t[b - 1] - t[a], dt, eps)
+        x0 = _initial_state(model, qpos, qvel)
         control = sysid.TimeSeries(ctrl_t, ctrl)
         names = [(j, sysid.SignalType.MjStateQPos) for j in joints] + [(j, sysid.SignalType.MjStateQVel) for j in joints]
         measured = sysid.TimeSeries.from_names(t[a:b] - t[a], np.concatenate([pos[a:b, cols], vel[a:b, cols]], axis=1),
                                                model, names)
         name = f"{log.path.name}#{index}"
         sequence = sysid.ModelSequences(name, spec, name, x0, control, measured, allow_missing_sensors=True)
-        segments.append(Segment(str(log.path), index, joints, sequence, float(t[b - 1] - t[a])))
+        segments.append(Segment(str(log.path), index, joints, sequence, float(t[b - 1] - t[a]), command_joints,
+                                max_delay_s))
     if not segments:
         raise BagError(f"{log.path}: no stretch of at least {MIN_SEGMENT_S} s between resets")
     return segments
@@ -116,6 +128,20 @@ def _command_actuators(spec: mujoco.MjSpec, model: mujoco.MjModel, joints: list[
     return np.asarray(ids)
 
 
+def _initial_state(model: mujoco.MjModel, qpos: np.ndarray, qvel: np.ndarray) -> np.ndarray:
+    """The full physics state at `qpos`, `qvel`, time 0; delayed position servos' past targets on their joints."""
+    data = mujoco.MjData(model)
+    data.qpos[:], data.qvel[:] = qpos, qvel
+    for a in range(model.nu):
+        n = int(model.actuator_history[a, 0])
+        if n and model.actuator_trntype[a] == mujoco.mjtTrn.mjTRN_JOINT and model.actuator_biasprm[a, 1] != 0:
+            held = qpos[model.jnt_qposadr[model.actuator_trnid[a, 0]]]
+            mujoco.mj_initCtrlHistory(model, data, a, None, np.full(n, held))
+    state = np.empty(mujoco.mj_stateSize(model, mujoco.mjtState.mjSTATE_FULLPHYSICS))
+    mujoco.mj_getState(model, data, state, mujoco.mjtState.mjSTATE_FULLPHYSICS)
+    return state
+
+
 def _start_state(model, log: BagLog, names: list[str], cols, pos, vel, initial: dict | None):
     if initial is not None:
         return np.asarray(initial["qpos"], dtype=float), np.asarray(initial["qvel"], dtype=float)
@@ -128,15 +154,16 @@ def _start_state(model, log: BagLog, names: list[str], cols, pos, vel, initial: 
     return qpos, qvel
 
 
-def _held_control(model, actuators, cmd_t, commands, qpos, span_s: float, dt: float, eps: float):
+def _held_control(model, actuators, cmd_t, commands, uncommanded: dict, span_s: float, dt: float, eps: float):
     """(times, (steps + 1, nu) control): the active command at each physics step, on the grid 0, dt, … ≥ span."""
     steps = int(np.ceil(span_s / dt - 1e-6))
     grid = dt * np.arange(steps + 1)
     active = np.searchsorted(cmd_t, grid + eps, side="right") - 1
     ctrl = np.zeros((steps + 1, model.nu))
-    for a in range(model.nu):  # uncommanded position servos hold where their joint starts
-        if model.actuator_trntype[a] == mujoco.mjtTrn.mjTRN_JOINT and model.actuator_biasprm[a, 1] != 0.0:
-            ctrl[:, a] = qpos[model.jnt_qposadr[model.actuator_trnid[a, 0]]]
+    for name, value in uncommanded.items():
+        a = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_ACTUATOR, name)
+        if a >= 0:
+            ctrl[:, a] = value
     ctrl[:, actuators] = commands[np.clip(active, 0, None)]
     low, high = model.actuator_ctrlrange[:, 0], model.actuator_ctrlrange[:, 1]
     limited = model.actuator_ctrllimited.astype(bool)
