@@ -18,13 +18,14 @@ from batonlab.tasks import TaskRobotError, get_task, list_tasks
 
 
 def replay_env_for(log: BagLog, task: str | None = None, physics: str = "logged", seed: int = 0,
-                   robot: str | None = None) -> BatonEnv:
+                   robot: str | None = None, fit: str | None = None) -> BatonEnv:
     """One world of the bag's task (play configuration) over the bag's robot; see `make_replay_env`.
 
     A task over any robot (`reach`, `velocity`) is built over `robot`, a robot description file, by
-    default the one the bag's metadata names (`robot_file`, written by `batonlab play record=`).
+    default the one the bag's metadata names (`robot_file`, written by `batonlab play record=`). `fit` is a
+    fitted overlay (`batonlab sysid`'s fit.yaml) written over the task's model.
     """
-    name, cfg = task_cfg_for(log, task, robot)
+    name, cfg = task_cfg_for(log, task, robot, fit)
     _name_lower_level(log, cfg, name)
     return make_replay_env(log, cfg, physics, seed, task_name=name, robot=robot or log.metadata.get("robot_file"))
 
@@ -61,9 +62,9 @@ def _name_lower_level(log: BagLog, cfg, task: str) -> None:
 
 
 def replay_open_loop_for(log: BagLog, task: str | None = None, physics: str = "logged", seed: int = 0,
-                         robot: str | None = None) -> OpenLoopResult:
+                         robot: str | None = None, fit: str | None = None) -> OpenLoopResult:
     """Open-loop replay of the bag in a world of its task built here (and closed afterwards)."""
-    env = replay_env_for(log, task, physics, seed, robot)
+    env = replay_env_for(log, task, physics, seed, robot, fit)
     try:
         return replay_open_loop(log, env, physics)
     finally:

@@ -6,6 +6,7 @@
     batonlab replay BAG --mode playback --video out.mp4
     batonlab replay BAG --mode policy --policy EXPORT_DIR
     batonlab replay BAG --report out/                 plots, a video and index.html in out/
+    batonlab replay BAG --sysid sysid/arm6/fit.yaml   open loop also on the fitted model: the error before and after
 
 Modes: open_loop drives the simulator with the logged joint commands from the logged initial state
 and reports the sim-vs-log RMSE (wheels by velocity) and, for a floating base with odometry in the
@@ -55,6 +56,15 @@ def _check_outputs(ns: argparse.Namespace) -> None:
     if ns.video is not None and ns.video.is_dir():
         raise CliError(f"--video {ns.video} is a folder; expected a video file to write, e.g. "
                        f"{ns.video / 'playback.mp4'}")
+    if ns.sysid is not None:
+        from batonlab.robots.fitted import FitOverlayError, read_fit
+
+        if ns.mode not in ("all", "open_loop"):
+            raise CliError(f"--sysid compares open-loop replays; --mode {ns.mode} runs none")
+        try:
+            read_fit(ns.sysid)
+        except FitOverlayError as err:
+            raise CliError(f"--sysid: {err}") from None
     if ns.policy is not None and not (ns.policy / "manifest.json").is_file():
         raise CliError(f"--policy {ns.policy}: no manifest.json there; expected an export folder (batonlab export)")
 
@@ -88,6 +98,23 @@ def _check_task_and_robot(ns: argparse.Namespace, log) -> None:
         raise CliError(f"--robot {ns.robot}: {err}") from None
 
 
+def _compare_with_fit(log, ns: argparse.Namespace, open_loop) -> None:
+    """The open-loop replay on the nominal model with the fit `ns.sysid` over it, beside the replay as asked."""
+    from batonlab.robots.fitted import FitOverlayError
+    from batonlab.tasks.replay import replay_open_loop_for
+
+    try:
+        fitted = replay_open_loop_for(log, ns.task, "nominal", ns.seed, ns.robot, fit=str(ns.sysid))
+    except FitOverlayError as err:
+        raise CliError(f"--sysid: {err}") from None
+    ratio = open_loop.rmse / fitted.rmse if fitted.rmse > 0 else math.inf
+    print(f"[batonlab] open-loop RMSE, {open_loop.physics} model -> fitted model ({ns.sysid}): {open_loop.rmse:.3e} -> "
+          f"{fitted.rmse:.3e} rad ({ratio:.1f}x lower)")
+    width = max(len(n) for n in open_loop.joint_names)
+    for name, before, after in zip(open_loop.joint_names, open_loop.rmse_per_joint, fitted.rmse_per_joint):
+        print(f"[batonlab]   {name:<{width}}  {before:.3e}  {after:.3e}")
+
+
 def run(args: list[str]) -> int:
     """`batonlab replay BAG`: replay a bag (open loop, policy re-evaluation, report); returns the exit code."""
     from batonlab.logs.replay import PHYSICS_MODES
@@ -107,6 +134,8 @@ def run(args: list[str]) -> int:
     parser.add_argument("--task", default=None, help="task name (default: from the bag's metadata)")
     parser.add_argument("--robot", default=None, metavar="ROBOT.yaml",
                         help="robot description of a task over any robot (default: the bag's robot_file)")
+    parser.add_argument("--sysid", type=Path, default=None, metavar="FIT.yaml",
+                        help="also replay open-loop on the nominal model with this fit (batonlab sysid) written over it")
     parser.add_argument("--size", type=_size, default=(240, 320), help="video size HEIGHTxWIDTH")
     parser.add_argument("--fps", type=float, default=30.0, help="video frame rate")
     ns = parser.parse_args(args)
@@ -148,6 +177,8 @@ def run(args: list[str]) -> int:
                       f"{open_loop.base_distance:.2f} m travelled; max yaw drift {open_loop.max_yaw_drift:.3g} rad")
             for note in open_loop.notes:
                 print(f"[batonlab] note: {note}")
+            if ns.sysid is not None:
+                _compare_with_fit(log, ns, open_loop)
         export_dir = ns.policy or log.metadata.get("export_dir")
         if want["policy"]:
             if ns.mode == "all" and (not export_dir or not Path(export_dir, "manifest.json").is_file()):

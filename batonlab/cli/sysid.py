@@ -162,10 +162,12 @@ def _print_fit(result, overlay) -> None:
 def _write_reports(out: Path, task: str, result) -> None:
     from mujoco import sysid
 
+    from batonlab.robots.assets import quiet_compiler
     from batonlab.sysid.plots import plot_replay
 
     page = plot_replay(out / "replay.png", result)
     print(f"[batonlab] held-out replay before and after: {page}")
-    sysid.default_report([s.sequence for s in result.train], result.initial, result.fitted, result.residual_fn,
-                         result.opt_result, title=f"batonlab sysid: {task}", save_path=out, generate_videos=False)
+    with quiet_compiler():
+        sysid.default_report([s.sequence for s in result.train], result.initial, result.fitted, result.residual_fn,
+                             result.opt_result, title=f"batonlab sysid: {task}", save_path=out, generate_videos=False)
     print(f"[batonlab] report: {out / 'report.html'}")

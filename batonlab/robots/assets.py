@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import warnings
@@ -52,7 +53,14 @@ scenes are rebuilt, never saved) and OBJ texture coordinates MuJoCo drops (robot
 
 def compile_spec(spec: mujoco.MjSpec) -> mujoco.MjModel:
     """Compile a spec (a composed scene or a robot file) without the warnings of `QUIET_COMPILER_WARNINGS`."""
+    with quiet_compiler():
+        return spec.compile()
+
+
+@contextlib.contextmanager
+def quiet_compiler():
+    """Within it, the compiler warnings of `QUIET_COMPILER_WARNINGS` are not shown (libraries that compile specs)."""
     with warnings.catch_warnings():
         for message in QUIET_COMPILER_WARNINGS:
             warnings.filterwarnings("ignore", message=re.escape(message))
-        return spec.compile()
+        yield

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 from mujoco import sysid
 
+from batonlab.robots.assets import quiet_compiler
 from batonlab.robots.fitted import set_command_delay
 from batonlab.sysid.sequences import Segment
 
@@ -73,6 +74,27 @@ def fit_segments(params: sysid.ParameterDict, train: list[Segment], validation: 
                  n_threads: int = 1, verbose: bool = False) -> FitResult:
     """Fit `params` (their modifiers edit each segment's spec) and, where the segments have room for one, the command
     delay to `train`; RMSE before (nominal, no delay) and after on both sets."""
+    with quiet_compiler():
+        return _fit(params, train, validation, max_iters, n_threads, verbose)
+
+
+def segment_rmse(segments: list[Segment], params: sysid.ParameterDict, n_threads: int = 1) -> float:
+    """Joint-position RMSE [rad] of `segments` replayed with `params` as they stand."""
+    with quiet_compiler():
+        return _position_rmse(_residual_fn(segments, n_threads), params.as_vector(), params)
+
+
+def replayed_positions(segments: list[Segment], params: sysid.ParameterDict, x: np.ndarray, n_threads: int = 1):
+    """Per segment: (times (T,) [s], logged (T, J), simulated (T, J)) joint positions [rad] with parameters `x`."""
+    with quiet_compiler():
+        return list(_positions(_residual_fn(segments, n_threads), x, params))
+
+
+# Private functions.
+
+
+def _fit(params: sysid.ParameterDict, train: list[Segment], validation: list[Segment], max_iters: int, n_threads: int,
+         verbose: bool) -> FitResult:
     fit_fn = _residual_fn(train, n_threads)
     validation_fn = _residual_fn(validation, n_threads)
     segments = train + validation
@@ -93,17 +115,6 @@ def fit_segments(params: sysid.ParameterDict, train: list[Segment], validation: 
                      validation, delay_s)
 
 
-def segment_rmse(segments: list[Segment], params: sysid.ParameterDict, n_threads: int = 1) -> float:
-    """Joint-position RMSE [rad] of `segments` replayed with `params` as they stand."""
-    return _position_rmse(_residual_fn(segments, n_threads), params.as_vector(), params)
-
-
-def replayed_positions(segments: list[Segment], params: sysid.ParameterDict, x: np.ndarray, n_threads: int = 1):
-    """Per segment: (times (T,) [s], logged (T, J), simulated (T, J)) joint positions [rad] with parameters `x`."""
-    return list(_positions(_residual_fn(segments, n_threads), x, params))
-
-
-# Private functions.
 
 
 def _physics_dt(segments: list[Segment]) -> float:

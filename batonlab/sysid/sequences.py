@@ -20,6 +20,7 @@ from mujoco import sysid
 
 from batonlab.logs.bag_reader import BagError, BagLog
 from batonlab.logs.open_loop import is_jump, usable_stamps
+from batonlab.robots.assets import compile_spec, quiet_compiler
 from batonlab.robots.fitted import FitOverlayError, position_actuator, set_command_delay
 
 MIN_SEGMENT_S = 0.2
@@ -56,7 +57,7 @@ def bag_segments(log: BagLog, spec: mujoco.MjSpec, joints: list[str] | None = No
     log.require("system identification", "joint_states", "joint_commands")
     if max_delay_s > 0:
         set_command_delay(spec, log.command_joint_names, 0.0, max_delay_s)
-    model = spec.compile()
+    model = compile_spec(spec)
     if model.nq != model.nv:
         raise BagError(f"{log.path}: the model has a floating base; `batonlab sysid` fits fixed-base robots for now")
     js, cmds = log.joint_states, log.joint_commands
@@ -99,7 +100,8 @@ def bag_segments(log: BagLog, spec: mujoco.MjSpec, joints: list[str] | None = No
         measured = sysid.TimeSeries.from_names(t[a:b] - t[a], np.concatenate([pos[a:b, cols], vel[a:b, cols]], axis=1),
                                                model, names)
         name = f"{log.path.name}#{index}"
-        sequence = sysid.ModelSequences(name, spec, name, x0, control, measured, allow_missing_sensors=True)
+        with quiet_compiler():
+            sequence = sysid.ModelSequences(name, spec, name, x0, control, measured, allow_missing_sensors=True)
         segments.append(Segment(str(log.path), index, joints, sequence, float(t[b - 1] - t[a]), command_joints,
                                 max_delay_s))
     if not segments:

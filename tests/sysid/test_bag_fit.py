@@ -10,7 +10,9 @@ import pytest
 import torch
 import yaml
 
+from batonlab.cli import replay as replay_cli
 from batonlab.cli import sysid as sysid_cli
+from batonlab.cli.common import CliError
 from batonlab.env.scene import scene_spec
 from batonlab.logs.bag_reader import open_bag
 from batonlab.logs.sim_recorder import EpisodeRecorder
@@ -97,6 +99,11 @@ def test_sysid_fits_the_changed_simulator_back_from_its_bags(bags, tmp_path, cap
                                                         for k in ("damping", "friction", "armature")}
     assert (out / "report.html").stat().st_size > 10_000 and (out / "replay.png").stat().st_size > 10_000
 
+    # `batonlab replay --sysid` replays the held-out bag on the nominal and on the fitted model, side by side.
+    assert replay_cli.run([str(bags[3]), "--mode", "open_loop", "--sysid", str(out / "fit.yaml")]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "-> fitted model" in x)
+    assert float(line.split("(")[-1].split("x lower")[0]) >= 5.0, line
+
     # The fit is what a task then trains on: env.scene.fit= puts the fitted values and the delay in its model.
     env = make_env("arm_reach", num_envs=1, play=True, edit=lambda cfg: setattr(cfg.scene, "fit", str(out / "fit.yaml")))
     model = env.scene.model
@@ -104,6 +111,24 @@ def test_sysid_fits_the_changed_simulator_back_from_its_bags(bags, tmp_path, cap
     assert model.dof_armature[elbow.dofadr[0]] == pytest.approx(fit.values["elbow_pitch"]["armature"])
     assert model.actuator_delay[model.actuator("elbow_pitch").id] == pytest.approx(CONTROL_DT)
     env.close()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["params=armature"], "no bag given"),
+    (["BAG", "params=delay"], "params= names the groups to fit"),
+    (["BAG", "params=damping", "joint=elbow"], "unknown option joint=; options: task=, robot="),
+    (["BAG", "params=damping", "holdout_every=1"], "holdout_every=1: expected a whole number >= 2"),
+])
+def test_bad_arguments_are_one_line_naming_them(args, message):
+    with pytest.raises(CliError, match=message):
+        sysid_cli.run(args)
+
+
+def test_a_bag_of_an_unknown_group_or_a_single_stretch_is_refused(bags, tmp_path):
+    with pytest.raises(CliError, match=r"unknown parameter groups \['inertia'\]"):
+        sysid_cli.run([str(bags[0]), str(bags[1]), "params=inertia", f"out={tmp_path}"])
+    with pytest.raises(CliError, match="a fit needs at least two segments"):
+        sysid_cli.run([str(bags[0]), "params=damping", f"out={tmp_path}"])
 
 
 def test_with_the_trainings_sensor_noise_the_shared_groups_are_fitted_back(bags):
