@@ -5,6 +5,7 @@
     batonlab deploy --sim CHECKPOINT_OR_EXPORT_DIR  … then sim_robot_node + policy_node over ROS 2 (loopback DDS)
     batonlab deploy --sim … --record DIR            … and policy_node records a rosbag2 bag in DIR (batonlab replay BAG)
     batonlab deploy --sim … --real-time             … the sim robot runs on the wall clock, as a robot (default: lockstep)
+    batonlab deploy --sim … --sim-fit FIT.yaml      … the sim robot is the robot a `batonlab sysid` fit identified
 
 A checkpoint (`model_*.pt`) or a run folder is exported first (next to it, in `exported/`; an export there
 whose checkpoint, robot files and config.yaml are unchanged is reused). Every
@@ -156,7 +157,8 @@ def export_changes(out_dir: Path, run_dir: Path, ckpt: Path | None) -> list[str]
 def run_sim_to_sim(export_dir: Path, task: str, seed: int = 0, num_episodes: int = 0, domain_id: int = 42,
                    results_file: Path | None = None, policy_params: dict | None = None, loopback: bool = True,
                    timeout_s: float | None = None, log_dir: Path | None = None, robot: str | None = None,
-                   lockstep: bool = True, stop_request: StopRequest | None = None) -> dict | None:
+                   lockstep: bool = True, stop_request: StopRequest | None = None,
+                   sim_fit: str | None = None) -> dict | None:
     """Start sim_robot_node and policy_node; wait for `num_episodes` (or a stop); return the summary.
 
     `lockstep` (config/sim_to_sim.yaml's default): every control period waits for the policy's commands
@@ -164,6 +166,7 @@ def run_sim_to_sim(export_dir: Path, task: str, seed: int = 0, num_episodes: int
     and the policy's latency counts, as on a robot (each episode reports `command_delay_steps`).
 
     `robot` is the robot description of a task over any robot (`export_robot` reads it from an export).
+    `sim_fit` (a `batonlab sysid` fit.yaml) makes the sim robot the robot that fit identified.
 
     The nodes write their output to `<node>.log` in `log_dir` (default: the export's `sim_to_sim/`
     folder, next to the results). They run in process groups of their own and end with this process
@@ -186,7 +189,8 @@ def run_sim_to_sim(export_dir: Path, task: str, seed: int = 0, num_episodes: int
     started = []
     try:
         # `-p robot:=` with an empty value does not parse: the node's default ("": the task's own robot) stands.
-        sim, sim_log = _start_node("sim_robot_node", {"task": task, **({"robot": robot} if robot else {}), "seed": seed,
+        sim, sim_log = _start_node("sim_robot_node", {"task": task, **({"robot": robot} if robot else {}),
+                                                      **({"fit": str(sim_fit)} if sim_fit else {}), "seed": seed,
                                                       "num_episodes": num_episodes, "results_file": str(results_file),
                                                       "lockstep": lockstep, **robot_params}, env, log_dir)
         started.append(sim)
@@ -256,6 +260,8 @@ def run(args: list[str]) -> int:
     parser.add_argument("--results", type=Path, default=None, help="JSON summary of the episodes")
     parser.add_argument("--no-loopback", action="store_true", help="use the default DDS transports instead of 127.0.0.1")
     parser.add_argument("--record", type=Path, default=None, metavar="DIR", help="policy_node records a bag in DIR (--sim)")
+    parser.add_argument("--sim-fit", type=Path, default=None, metavar="FIT.yaml",
+                        help="--sim: the sim robot is the robot a `batonlab sysid` fit identified")
     parser.add_argument("--real-time", action="store_true", help="--sim: the sim robot runs on the wall clock and does not "
                         "wait for the policy's commands (its latency counts, as on a robot)")
     ns = parser.parse_args(args)
@@ -288,7 +294,8 @@ def run(args: list[str]) -> int:
     with stop_on_signals(stop_request):  # SIGTERM, like Ctrl-C, stops the nodes and keeps the episodes done
         summary = run_sim_to_sim(export_dir, ns.task or manifest.task, ns.seed, ns.episodes, ns.domain_id, ns.results,
                                  policy_params=record, loopback=not ns.no_loopback, robot=robot,
-                                 lockstep=not ns.real_time, stop_request=stop_request)
+                                 lockstep=not ns.real_time, stop_request=stop_request,
+                                 sim_fit=str(ns.sim_fit.resolve()) if ns.sim_fit else None)
     if summary:
         _print_summary(summary, ns.seed)
     if stop_request.requested:

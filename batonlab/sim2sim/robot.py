@@ -21,7 +21,9 @@ from batonlab.deploy.pose import POSE_FIELDS
 from batonlab.deploy.wiring import POSITION, command_interface, group_by_interface
 from batonlab.env.commands import episode_mean_errors
 from batonlab.env.env import BatonEnv
+from batonlab.events.physics import randomize_joint_parameters
 from batonlab.robots.description import RobotDescriptionError
+from batonlab.robots.fitted import FitOverlayError, read_fit
 from batonlab.sim.joints import one_dof_joint_ids
 from batonlab.tasks import TaskRobotError, make_task_cfg
 
@@ -119,12 +121,16 @@ class SimRobot:
         lower_export: A hierarchy's task (commands to a whole-body policy): the whole-body policy's export folder,
             whose action terms and observation the robot then has (its joints commanded, its sensors published).
 
+    `fit` (a `batonlab sysid` fit.yaml) makes it that one identified robot: the fit is written over the model and
+    the task's randomisation of joint parameters is left out.
+
     Raises:
-        ConfigError: `task` is not a registered task, `robot` does not fit it, or its held joints are
-            not actuated as expected.
+        ConfigError: `task` is not a registered task, `robot` does not fit it, its held joints are
+            not actuated as expected, or `fit` is not a fit of its joints.
     """
 
-    def __init__(self, task: str, seed: int = 0, robot: str | None = None, lower_export: str | None = None):
+    def __init__(self, task: str, seed: int = 0, robot: str | None = None, lower_export: str | None = None,
+                 fit: str | None = None):
         try:  # a registered name, an entry-point plugin or a `<module>:<factory>` import path
             cfg = make_task_cfg(task, play=True, robot=robot)
         except KeyError as err:
@@ -132,11 +138,16 @@ class SimRobot:
         except (TaskRobotError, RobotDescriptionError, FileNotFoundError) as err:
             raise ConfigError(str(err)) from None
         _name_lower_level(cfg, task, lower_export)
+        if fit:
+            _on_fitted_robot(cfg, fit)
         cfg.num_envs = 1
         cfg.seed = int(seed)
         cfg.sim.num_threads = 1
         torch.set_num_threads(1)
-        self.env = env = BatonEnv(cfg)
+        try:
+            self.env = env = BatonEnv(cfg)
+        except FitOverlayError as err:
+            raise ConfigError(str(err)) from None
         self.task = task
         self.base_seed = int(seed)
         model = env.scene.model
@@ -397,6 +408,17 @@ def mean_speed_error(extras: dict, command: str | None, env_id: int = 0) -> floa
 
 
 # Private helpers.
+
+
+def _on_fitted_robot(cfg, fit: str) -> None:
+    """The task's world as the robot `fit` describes: the fit over its model, its joint parameters not redrawn."""
+    try:
+        read_fit(fit)
+    except FitOverlayError as err:
+        raise ConfigError(str(err)) from None
+    cfg.scene.fit = fit
+    for name in [n for n, term in cfg.events.items() if term.func is randomize_joint_parameters]:
+        del cfg.events[name]
 
 
 def _name_lower_level(cfg, task: str, lower_export: str | None) -> None:

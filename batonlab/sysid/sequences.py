@@ -6,7 +6,9 @@ replay finds them). Its initial state is the bag's full initial state where the 
 (`play record=`), else the logged joint positions and velocities over the model's default pose. Its control is
 the logged joint commands held at their log times (zero-order hold) on the physics step grid; actuators the bag
 does not command keep the control its metadata gives (`uncommanded_ctrl`, written by `play record=`), else 0.
-Its measurements are the logged joint positions and velocities at their own time stamps. With a delay to search (`max_delay_s`), the commanded actuators keep a history of
+Its measurements are the logged joint positions and velocities at their own time stamps. A `policy_node` bag of a
+sim-to-sim run starts with the sim robot's warm-up, in which it holds its pose whatever the commands: stretches
+before the policy's first episode (its steps numbered 0, the later ones from 1) are left out. With a delay to search (`max_delay_s`), the commanded actuators keep a history of
 their past targets, which starts on the joints' positions (as `batonlab.sim.mujoco_cpu` resets delayed servos).
 """
 
@@ -84,10 +86,11 @@ def bag_segments(log: BagLog, spec: mujoco.MjSpec, joints: list[str] | None = No
         if is_jump(pos[k - 1, cols], pos[k, cols], vel[k - 1, cols], vel[k, cols], t[k] - t[k - 1]):
             bounds.append(k)
     bounds.append(len(t))
+    first_episode = _first_episode_stamp(log)
     initial = log.metadata.get("initial_state")
     segments = []
     for index, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])):
-        if b - a < 3 or t[b - 1] - t[a] < MIN_SEGMENT_S:
+        if b - a < 3 or t[b - 1] - t[a] < MIN_SEGMENT_S or 0.5 * (t[a] + t[b - 1]) < first_episode:
             continue
         from_metadata = (index == 0 and initial is not None and abs(t[a] - initial.get("time", 0.0)) < eps
                          and len(initial.get("qpos", ())) == model.nq)
@@ -110,6 +113,16 @@ def bag_segments(log: BagLog, spec: mujoco.MjSpec, joints: list[str] | None = No
 
 
 # Private functions.
+
+
+def _first_episode_stamp(log: BagLog) -> float:
+    """The joint-state stamp the first step of episode 1 used, where the steps also count an episode 0 (a sim robot's
+    warm-up before it); else -inf."""
+    steps = log.policy_steps
+    if steps is None or not (steps.episode == 0).any() or not (steps.episode >= 1).any():
+        return -np.inf
+    k = int(np.argmax(steps.episode >= 1))
+    return float(steps.input_stamp[k] if np.isfinite(steps.input_stamp[k]) else steps.t[k])
 
 
 def _command_actuators(spec: mujoco.MjSpec, model: mujoco.MjModel, joints: list[str]) -> np.ndarray:

@@ -34,6 +34,7 @@ PARAMETERS = {
     "task": "arm_reach",
     "robot": "",  # robot description YAML of a task over any robot (reach, velocity); empty: the task's own
     "lower_export": "",  # a hierarchy's task: the whole-body policy's export (a two-level export's lower/); else empty
+    "fit": "",  # a `batonlab sysid` fit.yaml: the robot it identified (its joint randomisation off); empty: the task's
     "seed": 0,  # episode i starts from the initial state of seed + i; also seeds the IMU noise
     "num_episodes": 0,  # 0: run forever
     "warmup_s": 3.0,  # commands must flow this long before the first episode (the policy's soft start)
@@ -68,7 +69,8 @@ class SimRobotNode(Node):
         super().__init__("sim_robot_node", **kwargs)
         p = {name: self.declare_parameter(name, default).value for name, default in PARAMETERS.items()}
         self.params = p
-        self.robot = SimRobot(p["task"], seed=p["seed"], robot=p["robot"] or None, lower_export=p["lower_export"] or None)
+        self.robot = SimRobot(p["task"], seed=p["seed"], robot=p["robot"] or None, lower_export=p["lower_export"] or None,
+                              fit=p["fit"] or None)
         robot = self.robot
         self.inputs = self._command_inputs(p)
         """Interface → (topic, joint order) of the Float64MultiArray it takes."""

@@ -65,3 +65,19 @@ def test_delayed_servos_hold_still_after_a_reset(tmp_path):
     moved = (env.sim.qpos[:, qadr].double() - qpos[:, qadr]).abs().max().item()
     env.close()
     assert moved < 0.01, moved
+
+
+def test_the_sim_robot_on_a_fit_is_that_robot_and_refuses_a_fit_of_other_joints(tmp_path):
+    """`sim_robot_node fit:=` (`deploy --sim --sim-fit`): the fitted values in its model, its joints not redrawn."""
+    from batonlab.sim2sim.robot import ConfigError, SimRobot
+
+    path = write_fit(tmp_path / "fit.yaml", FitOverlay(values={j: {"damping": 0.25} for j in ARM_JOINTS},
+                                                       command_delay_s=0.02))
+    robot = SimRobot("arm_reach", seed=0, fit=str(path))
+    model, damping = robot.env.scene.model, robot.env.sim.get_params("dof_damping")[0].numpy()
+    dofs = [model.joint(j).dofadr[0] for j in ARM_JOINTS]
+    assert np.allclose(damping[dofs], 0.25) and "joint_params" not in robot.env.cfg.events
+    assert model.actuator_delay[model.actuator("wrist_roll").id] == pytest.approx(0.02)
+    robot.env.close()
+    with pytest.raises(ConfigError, match=r"joints \['knee'\] are not in the model"):
+        SimRobot("arm_reach", fit=str(write_fit(tmp_path / "knee.yaml", FitOverlay(values={"knee": {"damping": 1.0}}))))
