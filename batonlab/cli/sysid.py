@@ -69,7 +69,8 @@ def run(args: list[str]) -> int:
     start = read_fit(options["fit"]) if options["fit"] else FitOverlay(values={})
     overlay = FitOverlay(values={j: dict(g) for j, g in start.values.items()},
                          nominal={j: dict(g) for j, g in start.nominal.items()},
-                         command_delay_s=result.command_delay_s if max_delay_s > 0 else start.command_delay_s)
+                         command_delay_s=result.command_delay_s if max_delay_s > 0 else start.command_delay_s,
+                         delayed_joints=segments[0].command_joints if max_delay_s > 0 else start.delayed_joints)
     fitted = joint_values(result.fitted, nominal_spec, joints)
     nominal = joint_values(result.initial, nominal_spec, joints)
     half_widths = joint_values(result.fitted, nominal_spec, joints, result.half_width_95)

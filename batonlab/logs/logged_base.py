@@ -13,7 +13,6 @@ import mujoco
 import numpy as np
 import torch
 
-from batonlab.env.env import BatonEnv
 from batonlab.logs.bag_reader import OdomSeries, quat_yaw
 
 _JUMP_M = 0.1
@@ -33,22 +32,22 @@ class LoggedBase:
     Args:
         odom: The bag's odometry.
         times: Its sample times on the joint states' clock [s].
-        env: The replay env (its free root joint is set from the odometry).
+        model: The replayed model (its free root joint is set from the odometry).
+        default_qpos: (nq,) the model's default pose (its base height stands in for planar odometry's).
     """
 
     _MAX_AGE_S = 0.1
     """An odometry sample further than this from a sample time does not describe the base there [s]."""
 
-    def __init__(self, odom: OdomSeries, times: np.ndarray, env: BatonEnv):
+    def __init__(self, odom: OdomSeries, times: np.ndarray, model: mujoco.MjModel, default_qpos):
         self.times = times
         self.position = odom.position
         self.orientation = odom.orientation_wxyz / np.linalg.norm(odom.orientation_wxyz, axis=1, keepdims=True)
         self.linear_w, self.angular_b = odom.twist_world_body()
         self.yaw = odom.yaw
         self.planar = bool(np.all(np.abs(odom.position[:, 2]) < 1e-6))
-        self.env = env
-        self.qadr, self.dadr = free_root(env.scene.model)
-        self.default_z = float(env.default_qpos[self.qadr + 2])
+        self.qadr, self.dadr = free_root(model)
+        self.default_z = float(default_qpos[self.qadr + 2])
 
     def _index(self, t: float) -> int | None:
         """The odometry sample nearest to `t`, or None if none is within `_MAX_AGE_S`."""
@@ -71,8 +70,8 @@ class LoggedBase:
         i = self._index(t)
         return np.full(4, np.nan) if i is None else np.array([*self.position[i], self.yaw[i]])
 
-    def set_state(self, qpos: torch.Tensor, qvel: torch.Tensor, position, orientation, linear_w, angular_b) -> None:
-        """Write the logged base pose and twist into a full qpos / qvel (in place)."""
+    def set_state(self, qpos, qvel, position, orientation, linear_w, angular_b) -> None:
+        """Write the logged base pose and twist into a full qpos / qvel (torch tensors or numpy arrays, in place)."""
         q, d = self.qadr, self.dadr
         qpos[q : q + 3] = torch.as_tensor(position, dtype=torch.float64)
         if self.planar:
@@ -81,9 +80,8 @@ class LoggedBase:
         qvel[d : d + 3] = torch.as_tensor(linear_w, dtype=torch.float64)
         qvel[d + 3 : d + 6] = torch.as_tensor(angular_b, dtype=torch.float64)
 
-    def sim_pose(self) -> np.ndarray:
-        """(x, y, z, yaw) of the simulated base."""
-        qpos = self.env.sim.qpos[0].double().numpy()
+    def sim_pose(self, qpos: np.ndarray) -> np.ndarray:
+        """(x, y, z, yaw) of the base in a simulated qpos (nq,)."""
         q = self.qadr
         return np.array([*qpos[q : q + 3], quat_yaw(qpos[q + 3 : q + 7])])
 

@@ -68,7 +68,8 @@ def _open_loop(log: BagLog, env: BatonEnv, physics: str) -> OpenLoopResult:
     odom = log.odom if free_root(model) is not None else None
     use_stamps = usable_stamps(js.stamp) and (odom is None or usable_stamps(odom.stamp))
     t = js.stamp if use_stamps else js.t
-    base = LoggedBase(odom, odom.stamp if use_stamps else odom.t, env) if odom is not None else None
+    base = (LoggedBase(odom, odom.stamp if use_stamps else odom.t, model, env.default_qpos.cpu().numpy())
+            if odom is not None else None)
     commands = np.clip(cmds.values, low, high)
     finite = np.isfinite(commands).all(axis=1)
     cmd_t, commands = cmds.t[finite], commands[finite]
@@ -108,7 +109,7 @@ def _open_loop(log: BagLog, env: BatonEnv, physics: str) -> OpenLoopResult:
     def sample(k: int) -> None:
         sim_pos[k], sim_vel[k] = env.sim.qpos[0, qadr].double().numpy(), env.sim.qvel[0, dadr].double().numpy()
         if base is not None:
-            sim_base[k] = base.sim_pose()
+            sim_base[k] = base.sim_pose(env.sim.qpos[0].double().numpy())
 
     start_at(first, has_initial)
     sample(first)

@@ -3,8 +3,9 @@
 
 The bags have the layout of a robot log (`batonlab.deploy.recording`), with simulation time as
 the clock. At control step k of an episode (time k · step_dt) a bag holds what a robot would log
-at that tick: the measured joint state s_k of the policy joints, the task commands, the
-observation the policy saw, its raw action, and the joint targets u_k applied during the step.
+at that tick: the measured joint state s_k of every 1-DoF joint, the base's IMU (and odometry, for a
+floating base), the task commands, the observation the policy saw, its raw action, and the joint
+targets u_k applied during the step.
 
 For open-loop replay the metadata also holds the world's complete initial state (qpos, qvel), the
 controls of the actuators the policy does not command (`uncommanded_ctrl`, by actuator name) and every
@@ -28,6 +29,7 @@ import batonlab
 from batonlab.deploy.bag_format import metadata_json
 from batonlab.deploy.recording import BagRecorder
 from batonlab.env.env import BatonEnv
+from batonlab.sim.joints import one_dof_joint_ids
 
 PARAM_FIELDS = (
     "dof_damping", "dof_frictionloss", "dof_armature", "jnt_stiffness", "body_mass", "body_inertia", "body_ipos",
@@ -119,6 +121,13 @@ class EpisodeRecorder:
             "model": {"nq": env.scene.model.nq, "nv": env.scene.model.nv, "nu": env.scene.model.nu},
             **(metadata or {}),
         }
+        # The joint states hold every 1-DoF joint of the robot, as a robot publishes them (a stowed arm, the fingers).
+        model = env.scene.model
+        states = one_dof_joint_ids(model)
+        self.state_joint_names = [model.joint(j).name for j in states]
+        self._state_qadr = torch.as_tensor([int(model.jnt_qposadr[j]) for j in states])
+        self._state_dadr = torch.as_tensor([int(model.jnt_dofadr[j]) for j in states])
+        self._effort_cols = torch.as_tensor([self.state_joint_names.index(j) for j in self.joint_names])
         self._base = _BaseFrame(env.scene.model, self.joint_names[0])
         self._effort = _ActuatorForce(env, self._actuators)
         self.recorders: dict[int, BagRecorder] = {}
@@ -144,10 +153,17 @@ class EpisodeRecorder:
         done = done.cpu()
         for i in active:
             rec = self.recorders[i]
-            rec.joint_state(stamp, pre["qpos"][i, self._qadr].numpy(), pre["qvel"][i, self._dadr].numpy(),
-                            None if efforts is None else efforts[i].numpy())
+            effort = None
+            if efforts is not None:  # the efforts of the commanded joints' actuators; NaN for the others
+                effort = np.full(len(self.state_joint_names), np.nan)
+                effort[self._effort_cols.numpy()] = efforts[i].numpy()
+            rec.joint_state(stamp, pre["qpos"][i, self._state_qadr].numpy(), pre["qvel"][i, self._state_dadr].numpy(),
+                            effort)
             quat, ang_vel, lin_acc = self._base(pre["qpos"][i].numpy(), pre["qvel"][i].numpy())
             rec.imu(stamp, quat, ang_vel, lin_acc, frame_id=self._base.frame)
+            odom = self._base.odometry(pre["qpos"][i].numpy(), pre["qvel"][i].numpy())
+            if odom is not None:
+                rec.odom(stamp, *odom, child_frame_id=self._base.frame)
             for name, values in pre["commands"].items():
                 rec.task_command(name, stamp, values[i].numpy(), frame_id=self._base.frame)
             rec.joint_command(stamp, ctrl[i].numpy())
@@ -193,7 +209,8 @@ class EpisodeRecorder:
             }
             json.loads(metadata_json(meta))  # fail here, not in the writer thread, on values JSON cannot hold
             # Simulation is not real time: the bag is written by a thread of this process.
-            self.recorders[i] = BagRecorder(path, meta, self.joint_names, chunk_bytes=self.chunk_bytes, isolate=False)
+            self.recorders[i] = BagRecorder(path, meta, self.state_joint_names, command_joint_names=self.joint_names,
+                                            chunk_bytes=self.chunk_bytes, isolate=False)
             self.paths.append(path)
         self._step = 0
 
@@ -235,6 +252,17 @@ class _BaseFrame:
             data = mujoco.MjData(model)
             mujoco.mj_kinematics(model, data)
             self.fixed_quat = data.xquat[body].copy()
+
+    def odometry(self, qpos: np.ndarray, qvel: np.ndarray) -> tuple[np.ndarray, ...] | None:
+        """A floating base's (position, orientation wxyz) in the world and (linear, angular) velocity in its own frame,
+        as a robot's state estimator publishes them on `odom` (REP-105); None for a fixed base."""
+        if self.free_qadr is None:
+            return None
+        q, d = self.free_qadr, self.free_dadr
+        quat = qpos[q + 3 : q + 7]
+        rot = np.zeros(9)
+        mujoco.mju_quat2Mat(rot, np.asarray(quat, dtype=np.float64))
+        return qpos[q : q + 3], quat, rot.reshape(3, 3).T @ qvel[d : d + 3], qvel[d + 3 : d + 6]
 
     def __call__(self, qpos: np.ndarray, qvel: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if self.fixed_quat is not None:

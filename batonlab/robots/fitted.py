@@ -4,8 +4,8 @@
 The overlay is a YAML file (`write_fit`, `read_fit`) that names joints and, for each, the values of some of
 `FIT_GROUPS`: `armature` [kg·m²], `damping` [N·m·s/rad], `frictionloss` [N·m] of the joint; `kp` [N·m/rad],
 `kd` [N·m·s/rad] and `torque_limit` [N·m] of the position actuator that drives it. Every value is absolute.
-`command_delay_s` delays those joints' actuators by whole physics steps (MuJoCo's actuator history, held
-values). A task loads one with `env.scene.fit=PATH` (applied by `Scene` before it compiles the model).
+`command_delay_s` delays the actuators of `delayed_joints` (default: the fitted joints) by whole physics steps
+(MuJoCo's actuator history, held values). A task loads one with `env.scene.fit=PATH` (applied by `Scene` before it compiles the model).
 """
 
 from __future__ import annotations
@@ -40,7 +40,9 @@ class FitOverlay:
     source: dict = field(default_factory=dict)
     """What was fitted from: task, bags, held-out error before and after."""
     command_delay_s: float = 0.0
-    """How late the fitted joints' actuators apply their commands [s], a whole number of physics steps."""
+    """How late the actuators of `delayed_joints` apply their commands [s], a whole number of physics steps."""
+    delayed_joints: list[str] = field(default_factory=list)
+    """The joints whose commands `command_delay_s` delays (the commanded joints of the bags); empty: the fitted ones."""
 
 
 def group_value(spec: mujoco.MjSpec, joint: str, group: str) -> float:
@@ -94,7 +96,7 @@ def apply_fit(spec: mujoco.MjSpec, overlay: FitOverlay) -> None:
         for group, value in groups.items():
             set_group_value(spec, joint, group, value)
     if overlay.command_delay_s > 0:
-        set_command_delay(spec, list(overlay.values), overlay.command_delay_s)
+        set_command_delay(spec, overlay.delayed_joints or list(overlay.values), overlay.command_delay_s)
 
 
 def set_command_delay(spec: mujoco.MjSpec, joints: list[str], delay_s: float, max_delay_s: float | None = None) -> None:
@@ -113,8 +115,9 @@ def write_fit(path: str | Path, overlay: FitOverlay) -> Path:
     path = Path(path)
     joints = {joint: {group: {"value": value, **_extra(overlay, joint, group)} for group, value in groups.items()}
               for joint, groups in overlay.values.items()}
-    text = yaml.safe_dump({"format": FIT_FORMAT, "command_delay_s": overlay.command_delay_s, "joints": joints,
-                           "source": overlay.source}, sort_keys=False)
+    text = yaml.safe_dump({"format": FIT_FORMAT, "command_delay_s": overlay.command_delay_s,
+                           "delayed_joints": list(overlay.delayed_joints), "joints": joints, "source": overlay.source},
+                          sort_keys=False)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text)
     tmp.replace(path)
@@ -138,7 +141,11 @@ def read_fit(path: str | Path) -> FitOverlay:
     delay = data.get("command_delay_s", 0.0)
     if isinstance(delay, bool) or not isinstance(delay, (int, float)) or not 0.0 <= delay < 1.0:
         raise FitOverlayError(f"{path}: command_delay_s must be a number of seconds in [0, 1), got {delay!r}")
-    overlay = FitOverlay(values={}, source=data.get("source") or {}, command_delay_s=float(delay))
+    delayed = data.get("delayed_joints") or []
+    if not isinstance(delayed, list) or not all(isinstance(j, str) for j in delayed):
+        raise FitOverlayError(f"{path}: delayed_joints must be a list of joint names, got {delayed!r}")
+    overlay = FitOverlay(values={}, source=data.get("source") or {}, command_delay_s=float(delay),
+                         delayed_joints=delayed)
     for joint, groups in joints.items():
         if not isinstance(groups, dict):
             raise FitOverlayError(f"{path}: joints.{joint} must map groups to values")
@@ -158,7 +165,7 @@ def read_fit(path: str | Path) -> FitOverlay:
 def check_fit(spec: mujoco.MjSpec, overlay: FitOverlay, where: str) -> None:
     """Refuse an overlay whose joints or actuators `spec` lacks, naming them and `where` it came from."""
     names = {j.name for j in spec.joints}
-    unknown = sorted(set(overlay.values) - names)
+    unknown = sorted((set(overlay.values) | set(overlay.delayed_joints)) - names)
     if unknown:
         raise FitOverlayError(f"{where}: joints {unknown} are not in the model; its joints: {sorted(names)}")
     for joint, groups in overlay.values.items():

@@ -1,6 +1,9 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """From bags to `mujoco.sysid` data: one `ModelSequences` per stretch of a bag between resets.
 
+A floating base (the wheel-legged robot) is cut into short windows, each started from the logged joint states and
+the logged odometry's base pose and twist (`logs.logged_base`, as open-loop replay starts from them).
+
 A stretch starts at a logged joint state and runs to the next reset (a jump in the logged joints, as open-loop
 replay finds them). Its initial state is the bag's full initial state where the bag carries one for that instant
 (`play record=`), else the logged joint positions and velocities over the model's default pose. Its control is
@@ -21,12 +24,17 @@ import numpy as np
 from mujoco import sysid
 
 from batonlab.logs.bag_reader import BagError, BagLog
+from batonlab.logs.logged_base import LoggedBase, free_root
 from batonlab.logs.open_loop import is_jump, usable_stamps
 from batonlab.robots.assets import compile_spec, quiet_compiler
 from batonlab.robots.fitted import FitOverlayError, position_actuator, set_command_delay
 
 MIN_SEGMENT_S = 0.2
 """Stretches shorter than this between resets are dropped [s]."""
+
+FLOATING_WINDOW_S = 0.5
+"""A floating base's stretches are cut into windows this long [s]: each starts from the logged joints and odometry,
+so that an open-loop replay of a balancing robot, which drifts and falls over seconds, stays near the log."""
 
 
 @dataclass
@@ -45,9 +53,9 @@ class Segment:
     """The longest command delay the segment's model has room for [s] (0: none searched)."""
 
 
-def bag_segments(log: BagLog, spec: mujoco.MjSpec, joints: list[str] | None = None,
-                 max_delay_s: float = 0.0) -> list[Segment]:
-    """The stretches of `log` between resets, over the scene `spec`.
+def bag_segments(log: BagLog, spec: mujoco.MjSpec, joints: list[str] | None = None, max_delay_s: float = 0.0,
+                 window_s: float = FLOATING_WINDOW_S) -> list[Segment]:
+    """The stretches of `log` between resets, over the scene `spec` (a floating base's cut into windows).
 
     Args:
         log: A bag with joint states and joint commands (`play record=`, `policy_node`).
@@ -55,13 +63,12 @@ def bag_segments(log: BagLog, spec: mujoco.MjSpec, joints: list[str] | None = No
             actuators get a history of that length (and no delay yet).
         joints: The joints compared (default: the logged command joints).
         max_delay_s: The longest command delay a fit may search [s].
+        window_s: The length of a floating base's windows [s].
     """
     log.require("system identification", "joint_states", "joint_commands")
     if max_delay_s > 0:
         set_command_delay(spec, log.command_joint_names, 0.0, max_delay_s)
     model = compile_spec(spec)
-    if model.nq != model.nv:
-        raise BagError(f"{log.path}: the model has a floating base; `batonlab sysid` fits fixed-base robots for now")
     js, cmds = log.joint_states, log.joint_commands
     command_joints = log.command_joint_names
     joints = list(joints or command_joints)
@@ -70,7 +77,12 @@ def bag_segments(log: BagLog, spec: mujoco.MjSpec, joints: list[str] | None = No
     if missing:
         raise BagError(f"{log.path}: joints {sorted(missing)} are not both in the bag's joint states and the model")
     actuators = _command_actuators(spec, model, command_joints)
-    t = js.stamp if usable_stamps(js.stamp) else js.t
+    base = None
+    if free_root(model) is not None:
+        log.require("system identification of a floating base (its pose at each window's start)", "odom")
+        stamps = usable_stamps(js.stamp) and usable_stamps(log.odom.stamp)
+        base = LoggedBase(log.odom, log.odom.stamp if stamps else log.odom.t, model, model.qpos0)
+    t = js.stamp if usable_stamps(js.stamp) and (base is None or stamps) else js.t
     finite = np.isfinite(cmds.values).all(axis=1)
     cmd_t, commands = cmds.t[finite], cmds.values[finite]
     if cmd_t.size == 0:
@@ -83,9 +95,13 @@ def bag_segments(log: BagLog, spec: mujoco.MjSpec, joints: list[str] | None = No
     first = int(np.searchsorted(t, cmd_t[0] - eps))
     bounds = [first]
     for k in range(first + 1, len(t)):
-        if is_jump(pos[k - 1, cols], pos[k, cols], vel[k - 1, cols], vel[k, cols], t[k] - t[k - 1]):
+        if (is_jump(pos[k - 1, cols], pos[k, cols], vel[k - 1, cols], vel[k, cols], t[k] - t[k - 1])
+                or (base is not None and base.jumps(t[k - 1], t[k]))):
             bounds.append(k)
     bounds.append(len(t))
+    resets = set(bounds)
+    if base is not None:
+        bounds = _windows(bounds, t, window_s)
     first_episode = _first_episode_stamp(log)
     initial = log.metadata.get("initial_state")
     segments = []
@@ -95,9 +111,14 @@ def bag_segments(log: BagLog, spec: mujoco.MjSpec, joints: list[str] | None = No
         from_metadata = (index == 0 and initial is not None and abs(t[a] - initial.get("time", 0.0)) < eps
                          and len(initial.get("qpos", ())) == model.nq)
         qpos, qvel = _start_state(model, log, js.names, all_cols, pos[a], vel[a], initial if from_metadata else None)
+        if base is not None and not from_metadata:
+            logged_base = base.at(t[a])
+            if logged_base is None:
+                continue  # no odometry near the window's start
+            base.set_state(qpos, qvel, *logged_base)
         ctrl_t, ctrl = _held_control(model, actuators, cmd_t - t[a], commands, log.metadata.get("uncommanded_ctrl", {}),
                                      t[b - 1] - t[a], dt, eps)
-        x0 = _initial_state(model, qpos, qvel)
+        x0 = _initial_state(model, qpos, qvel, None if a in resets else (actuators, cmd_t - t[a], commands))
         control = sysid.TimeSeries(ctrl_t, ctrl)
         names = [(j, sysid.SignalType.MjStateQPos) for j in joints] + [(j, sysid.SignalType.MjStateQVel) for j in joints]
         measured = sysid.TimeSeries.from_names(t[a:b] - t[a], np.concatenate([pos[a:b, cols], vel[a:b, cols]], axis=1),
@@ -113,6 +134,15 @@ def bag_segments(log: BagLog, spec: mujoco.MjSpec, joints: list[str] | None = No
 
 
 # Private functions.
+
+
+def _windows(bounds: list[int], t: np.ndarray, window_s: float) -> list[int]:
+    """`bounds` (sample indices where stretches start, and the end) with each stretch cut every `window_s` seconds."""
+    out = []
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        starts = np.searchsorted(t[a:b], t[a] + window_s * np.arange(max(1, int((t[b - 1] - t[a]) // window_s))))
+        out += (a + np.unique(starts)).tolist()
+    return out + [bounds[-1]]
 
 
 def _first_episode_stamp(log: BagLog) -> float:
@@ -143,24 +173,40 @@ def _command_actuators(spec: mujoco.MjSpec, model: mujoco.MjModel, joints: list[
     return np.asarray(ids)
 
 
-def _initial_state(model: mujoco.MjModel, qpos: np.ndarray, qvel: np.ndarray) -> np.ndarray:
-    """The full physics state at `qpos`, `qvel`, time 0; delayed position servos' past targets on their joints."""
+def _initial_state(model: mujoco.MjModel, qpos: np.ndarray, qvel: np.ndarray, logged=None) -> np.ndarray:
+    """The full physics state at `qpos`, `qvel`, time 0, with the delayed actuators' past targets: the logged commands
+    before time 0 where `logged` = (actuators, command times [s] relative to 0, (N, A) commands) is given (a window
+    cut from a stretch), else, as after a reset, each delayed position servo's joint position (and 0 for others)."""
     data = mujoco.MjData(model)
     data.qpos[:], data.qvel[:] = qpos, qvel
+    dt = float(model.opt.timestep)
     for a in range(model.nu):
         n = int(model.actuator_history[a, 0])
-        if n and model.actuator_trntype[a] == mujoco.mjtTrn.mjTRN_JOINT and model.actuator_biasprm[a, 1] != 0:
-            held = qpos[model.jnt_qposadr[model.actuator_trnid[a, 0]]]
-            mujoco.mj_initCtrlHistory(model, data, a, None, np.full(n, held))
+        if n == 0:
+            continue
+        if logged is not None and a in logged[0]:
+            actuators, cmd_t, commands = logged
+            past = dt * np.arange(-n, 0)  # the history's sample times before 0 (mj_initCtrlHistory's default)
+            active = np.clip(np.searchsorted(cmd_t, past + 0.25 * dt, side="right") - 1, 0, None)
+            values = commands[active, list(actuators).index(a)]
+        elif model.actuator_trntype[a] == mujoco.mjtTrn.mjTRN_JOINT and model.actuator_biasprm[a, 1] != 0:
+            values = np.full(n, qpos[model.jnt_qposadr[model.actuator_trnid[a, 0]]])
+        else:
+            continue
+        mujoco.mj_initCtrlHistory(model, data, a, None, values)
     state = np.empty(mujoco.mj_stateSize(model, mujoco.mjtState.mjSTATE_FULLPHYSICS))
     mujoco.mj_getState(model, data, state, mujoco.mjtState.mjSTATE_FULLPHYSICS)
     return state
 
 
 def _start_state(model, log: BagLog, names: list[str], cols, pos, vel, initial: dict | None):
+    """The full state where a stretch starts: the bag's initial state, else the logged joints over its initial pose
+    (a stowed arm the bag does not log stays where it started) or over the model's default pose."""
     if initial is not None:
         return np.asarray(initial["qpos"], dtype=float), np.asarray(initial["qvel"], dtype=float)
-    qpos, qvel = model.qpos0.copy(), np.zeros(model.nv)
+    start = log.metadata.get("initial_state", {}).get("qpos")
+    qpos = np.asarray(start, dtype=float).copy() if start is not None and len(start) == model.nq else model.qpos0.copy()
+    qvel = np.zeros(model.nv)
     for c in cols:
         jid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, names[c])
         qpos[model.jnt_qposadr[jid]], qvel[model.jnt_dofadr[jid]] = pos[c], vel[c]
