@@ -49,8 +49,11 @@ def test_bags_hold_an_episode_each(recorded):
     assert log.metadata["task"] == "arm_reach" and log.metadata["episode"] == 1 and log.metadata["seed"] == 3
     assert log.metadata["robot"] == "table_arm6" and len(log.metadata["manifest_sha256"]) == 64
     assert set(log.metadata["physics"]) == {"dof_damping", "dof_frictionloss"}  # arm_reach's randomisation
-    assert log.joint_states.position.shape == (200, 6) and log.duration_s == pytest.approx(3.98)
-    assert np.isfinite(log.joint_states.effort).all()
+    assert log.joint_states.position.shape == (200, 8) and log.duration_s == pytest.approx(3.98)
+    assert log.joint_states.names[6:] == ("finger_left", "finger_right")  # every 1-DoF joint, as a robot publishes them
+    assert log.command_joint_names == list(log.joint_states.names[:6])
+    assert log.metadata["uncommanded_ctrl"] == {"gripper": 0.0}
+    assert np.isfinite(log.joint_states.effort[:, :6]).all()  # the commanded joints' actuators; NaN for the fingers
     assert log.imu is not None and log.task_commands["ee_target"].values.shape == (200, 3)
     assert log.policy_steps.observation.shape == (200, 24) and log.policy_steps.safety_state[0] == "sim"
 

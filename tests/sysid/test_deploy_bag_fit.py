@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """A bag that `policy_node` recorded over real DDS from a sim robot running the changed simulator (`deploy --sim
---sim-fit`) is fitted back as `play record=` bags are: each parameter within 10 %, the delay exactly, the held-out
-replay error ≥ 5× lower."""
+--sim-fit`) is fitted back as `play record=` bags are: each group within 10 % (one value per group for the arm's
+joints, `shared=true`: test_bag_fit fits them per joint), the delay exactly, the held-out replay error ≥ 5× lower."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def test_a_policy_node_bag_of_the_changed_sim_robot_is_fitted_back(tmp_path):
     (bag,) = (tmp_path / "bag").iterdir()
     out = tmp_path / "fit"
     assert sysid_cli.run([str(bag), "params=armature,damping,frictionloss,delay", f"out={out}", "max_iters=10",
-                          "max_delay_s=0.04", "holdout_every=2", "report=false"]) == 0
+                          "max_delay_s=0.04", "holdout_every=2", "shared=true", "report=false"]) == 0
     fit = read_fit(out / "fit.yaml")
     assert (fit.source["fit_segments"], fit.source["held_out_segments"]) == (1, 1)  # the sim robot's warm-up left out
     assert_recovered(fit.values, fit.command_delay_s)

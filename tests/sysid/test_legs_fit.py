@@ -1,0 +1,67 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The wheel-legged robot's legs are fitted back from `play record=` bags of a changed simulator: armature ×3, damping
+×0.5, friction loss 0.3 N·m, one control period of command delay; the trained balancing policy drives it. The base
+floats: the fit replays half-second windows, each from the logged joints and odometry."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from batonlab.env.scene import scene_spec
+from batonlab.logs.bag_reader import open_bag
+from batonlab.logs.sim_recorder import EpisodeRecorder
+from batonlab.rl.evaluate import evaluate
+from batonlab.robots.fitted import FitOverlay, group_value, write_fit
+from batonlab.sysid.fit import fit_segments, split_segments
+from batonlab.sysid.parameters import joint_parameters, joint_values
+from batonlab.sysid.sequences import bag_segments
+from batonlab.tasks import make_task_cfg
+from batonlab.tasks.replay import task_cfg_for
+from conftest import make_env
+
+LEGS = ["left_hip_pitch", "left_knee_pitch", "right_hip_pitch", "right_knee_pitch"]
+WHEELS = ["left_wheel", "right_wheel"]
+GROUPS = ["armature", "damping", "frictionloss"]
+RANDOMIZATION = ("wheel_friction", "base_mass", "actuator_gains", "action_delay", "push")
+"""wl_balance's randomisation: the changed simulator is one robot, not a draw."""
+
+
+def test_the_legs_are_fitted_back_from_bags_of_the_balancing_robot(wl_balance_policy, tmp_path):
+    """One value per group for the four legs (`shared=true`): each leg's joint damping (0.1 N·m·s/rad) is 4 % of its
+    servo's (2.5), too little for one joint's motion to pin it; pooled, each group comes back within 10 %."""
+    cfg = make_task_cfg("wl_balance", play=True)
+    nominal, _ = scene_spec(cfg.scene, cfg.sim)
+    truth = FitOverlay(values={j: {"armature": 3.0 * group_value(nominal, j, "armature"),
+                                   "damping": 0.5 * group_value(nominal, j, "damping"), "frictionloss": 0.3}
+                               for j in LEGS}, command_delay_s=0.02, delayed_joints=LEGS + WHEELS)
+    truth_path = write_fit(tmp_path / "truth.yaml", truth)
+
+    def changed(cfg) -> None:
+        for name in RANDOMIZATION:
+            del cfg.events[name]
+        cfg.scene.fit = str(truth_path)
+        cfg.episode_length_s = 2.0
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    env = make_env("wl_balance", num_envs=4, seed=0, play=True, edit=changed)
+    recorder = EpisodeRecorder(env, tmp_path / "bags", 4, "wl_balance", prefix="wl_balance")
+    evaluate(env, wl_balance_policy.policy, progress=False, step_callback=recorder)
+    logs = [open_bag(path) for path in recorder.close()]
+    env.close()
+    torch.set_num_threads(threads)
+    assert logs[0].odom is not None and set(LEGS + WHEELS) <= set(logs[0].joint_states.names)
+
+    _, cfg = task_cfg_for(logs[0])
+    spec, _ = scene_spec(cfg.scene, cfg.sim)
+    segments = [s for log in logs for s in bag_segments(log, spec, LEGS, max_delay_s=0.04)]
+    result = fit_segments(joint_parameters(spec, LEGS, GROUPS, shared=True), *split_segments(segments), max_iters=10)
+    fitted = joint_values(result.fitted, nominal, LEGS)
+    print({n: float(p.value[0]) for n, p in result.fitted.items()}, result.rmse_rad, len(segments), "windows")
+    for joint in LEGS:
+        for group in GROUPS:
+            assert fitted[joint][group] == pytest.approx(truth.values[joint][group], rel=0.10), (joint, group)
+    assert result.command_delay_s == pytest.approx(0.02, abs=1e-9)
+    before, after = result.rmse_rad["validation"]
+    assert before / after >= 5.0, (before, after)
