@@ -135,7 +135,7 @@ def run(args: list[str]) -> int:
     parser.add_argument("--robot", default=None, metavar="ROBOT.yaml",
                         help="robot description of a task over any robot (default: the bag's robot_file)")
     parser.add_argument("--sysid", type=Path, default=None, metavar="FIT.yaml",
-                        help="also replay open-loop on the nominal model with this fit (batonlab sysid) written over it")
+                        help="also replay open-loop on the nominal model with this fit (batonlab sysid) over it")
     parser.add_argument("--size", type=_size, default=(240, 320), help="video size HEIGHTxWIDTH")
     parser.add_argument("--fps", type=float, default=30.0, help="video frame rate")
     ns = parser.parse_args(args)

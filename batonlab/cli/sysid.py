@@ -63,7 +63,8 @@ def run(args: list[str]) -> int:
     out = Path(options["out"] or f"sysid/{task}_{datetime.datetime.now().strftime('%Y-%m-%d_%H-%M-%S')}")
     out.mkdir(parents=True, exist_ok=True)
     print(f"[batonlab] sysid of task {task}: {len(params)} parameters ({options['params']} of {len(joints)} joints) "
-          f"on {len(train)} stretch(es), {len(validation)} held out, {sum(s.duration_s for s in segments):.1f} s in all",
+          f"on {len(train)} stretch(es), {len(validation)} held out, "
+          f"{sum(s.duration_s for s in segments):.1f} s in all",
           flush=True)
     result = fit_segments(params, train, validation, int(options["max_iters"]), verbose=True)
     start = read_fit(options["fit"]) if options["fit"] else FitOverlay(values={})

@@ -5,7 +5,8 @@ The overlay is a YAML file (`write_fit`, `read_fit`) that names joints and, for 
 `FIT_GROUPS`: `armature` [kg·m²], `damping` [N·m·s/rad], `frictionloss` [N·m] of the joint; `kp` [N·m/rad],
 `kd` [N·m·s/rad] and `torque_limit` [N·m] of the position actuator that drives it. Every value is absolute.
 `command_delay_s` delays the actuators of `delayed_joints` (default: the fitted joints) by whole physics steps
-(MuJoCo's actuator history, held values). A task loads one with `env.scene.fit=PATH` (applied by `Scene` before it compiles the model).
+(MuJoCo's actuator history, held values). A task loads one with `env.scene.fit=PATH` (applied by `Scene` before it
+compiles the model).
 """
 
 from __future__ import annotations
@@ -84,7 +85,8 @@ def position_actuator(spec: mujoco.MjSpec, joint: str):
     """The position servo (fixed gain, affine bias −kp·q − kd·q̇) that drives `joint`."""
     for actuator in spec.actuators:
         if (actuator.trntype == mujoco.mjtTrn.mjTRN_JOINT and actuator.target == joint
-                and actuator.gaintype == mujoco.mjtGain.mjGAIN_FIXED and actuator.biastype == mujoco.mjtBias.mjBIAS_AFFINE
+                and actuator.gaintype == mujoco.mjtGain.mjGAIN_FIXED
+                and actuator.biastype == mujoco.mjtBias.mjBIAS_AFFINE
                 and actuator.gainprm[0] > 0 and actuator.gainprm[0] == -actuator.biasprm[1]):
             return actuator
     raise FitOverlayError(f"{joint}: no position actuator drives it (kp, kd and torque_limit belong to one)")

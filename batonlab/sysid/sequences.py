@@ -1,18 +1,21 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """From bags to `mujoco.sysid` data: one `ModelSequences` per stretch of a bag between resets.
 
-A floating base (the wheel-legged robot) is cut into short windows, each started from the logged joint states and
-the logged odometry's base pose and twist (`logs.logged_base`, as open-loop replay starts from them).
-
 A stretch starts at a logged joint state and runs to the next reset (a jump in the logged joints, as open-loop
 replay finds them). Its initial state is the bag's full initial state where the bag carries one for that instant
-(`play record=`), else the logged joint positions and velocities over the model's default pose. Its control is
-the logged joint commands held at their log times (zero-order hold) on the physics step grid; actuators the bag
-does not command keep the control its metadata gives (`uncommanded_ctrl`, written by `play record=`), else 0.
-Its measurements are the logged joint positions and velocities at their own time stamps. A `policy_node` bag of a
-sim-to-sim run starts with the sim robot's warm-up, in which it holds its pose whatever the commands: stretches
-before the policy's first episode (its steps numbered 0, the later ones from 1) are left out. With a delay to search (`max_delay_s`), the commanded actuators keep a history of
-their past targets, which starts on the joints' positions (as `batonlab.sim.mujoco_cpu` resets delayed servos).
+(`play record=`), else the logged joint positions and velocities over the bag's initial (or the model's default)
+pose. Its control is the logged joint commands held at their log times (zero-order hold) on the physics step grid;
+actuators the bag does not command keep the control its metadata gives (`uncommanded_ctrl`, written by
+`play record=`), else 0. Its measurements are the logged joint positions and velocities at their own time stamps.
+
+- A floating base (the wheel-legged robot) is cut into short windows, each started from the logged joint states and
+  the logged odometry's base pose and twist (`logs.logged_base`, as open-loop replay starts from them).
+- A `policy_node` bag of a sim-to-sim run starts with the sim robot's warm-up, in which it holds its pose whatever
+  the commands: stretches before the policy's first episode (its steps numbered 0, the later ones from 1) are left
+  out.
+- With a delay to search (`max_delay_s`), the commanded actuators keep a history of their past targets: at a reset
+  their joints' positions (as `batonlab.sim.mujoco_cpu` resets delayed servos), in a window cut from a stretch the
+  logged commands before it.
 """
 
 from __future__ import annotations
@@ -120,7 +123,8 @@ def bag_segments(log: BagLog, spec: mujoco.MjSpec, joints: list[str] | None = No
                                      t[b - 1] - t[a], dt, eps)
         x0 = _initial_state(model, qpos, qvel, None if a in resets else (actuators, cmd_t - t[a], commands))
         control = sysid.TimeSeries(ctrl_t, ctrl)
-        names = [(j, sysid.SignalType.MjStateQPos) for j in joints] + [(j, sysid.SignalType.MjStateQVel) for j in joints]
+        names = ([(j, sysid.SignalType.MjStateQPos) for j in joints]
+                 + [(j, sysid.SignalType.MjStateQVel) for j in joints])
         measured = sysid.TimeSeries.from_names(t[a:b] - t[a], np.concatenate([pos[a:b, cols], vel[a:b, cols]], axis=1),
                                                model, names)
         name = f"{log.path.name}#{index}"

@@ -69,8 +69,8 @@ class SimRobotNode(Node):
         super().__init__("sim_robot_node", **kwargs)
         p = {name: self.declare_parameter(name, default).value for name, default in PARAMETERS.items()}
         self.params = p
-        self.robot = SimRobot(p["task"], seed=p["seed"], robot=p["robot"] or None, lower_export=p["lower_export"] or None,
-                              fit=p["fit"] or None)
+        self.robot = SimRobot(p["task"], seed=p["seed"], robot=p["robot"] or None,
+                              lower_export=p["lower_export"] or None, fit=p["fit"] or None)
         robot = self.robot
         self.inputs = self._command_inputs(p)
         """Interface → (topic, joint order) of the Float64MultiArray it takes."""

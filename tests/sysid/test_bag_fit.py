@@ -83,8 +83,8 @@ def assert_recovered(values: dict[str, dict[str, float]], delay_s: float) -> Non
 
 def test_sysid_fits_the_changed_simulator_back_from_its_bags(bags, tmp_path, capsys):
     out = tmp_path / "fit"
-    code = sysid_cli.run([*map(str, bags[:4]), "params=armature,damping,frictionloss,delay", f"out={out}", "max_iters=10",
-                          "max_delay_s=0.04"])
+    code = sysid_cli.run([*map(str, bags[:4]), "params=armature,damping,frictionloss,delay", f"out={out}",
+                          "max_iters=10", "max_delay_s=0.04"])
     assert code == 0
     printed = capsys.readouterr().out
     fit = read_fit(out / "fit.yaml")
@@ -105,7 +105,8 @@ def test_sysid_fits_the_changed_simulator_back_from_its_bags(bags, tmp_path, cap
     assert float(line.split("(")[-1].split("x lower")[0]) >= 5.0, line
 
     # The fit is what a task then trains on: env.scene.fit= puts the fitted values and the delay in its model.
-    env = make_env("arm_reach", num_envs=1, play=True, edit=lambda cfg: setattr(cfg.scene, "fit", str(out / "fit.yaml")))
+    env = make_env("arm_reach", num_envs=1, play=True,
+                   edit=lambda cfg: setattr(cfg.scene, "fit", str(out / "fit.yaml")))
     model = env.scene.model
     elbow = model.joint("elbow_pitch")
     assert model.dof_armature[elbow.dofadr[0]] == pytest.approx(fit.values["elbow_pitch"]["armature"])

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""A fitted overlay (`fit.yaml`) round-trips, is refused with its path and reason when it is not one, and a task built on
-it has the fitted values and command delay; delayed servos hold still after a reset."""
+"""A fitted overlay (`fit.yaml`) round-trips, is refused with its path and reason when it is not one, and a task
+built on it has the fitted values and command delay; delayed servos hold still after a reset."""
 
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ def test_an_overlay_round_trips_and_writes_the_same_spec_however_often_it_is_app
     spec = make_arm6_spec()
     for _ in range(2):
         apply_fit(spec, back)
-    assert {g: group_value(spec, "elbow_pitch", g) for g in overlay.values["elbow_pitch"]} == overlay.values["elbow_pitch"]
+    written = {g: group_value(spec, "elbow_pitch", g) for g in overlay.values["elbow_pitch"]}
+    assert written == overlay.values["elbow_pitch"]
     assert spec.actuator("elbow_pitch").delay == pytest.approx(0.01) and spec.actuator("shoulder_yaw").delay == 0.0
 
 
@@ -58,7 +59,8 @@ def test_delayed_servos_hold_still_after_a_reset(tmp_path):
     qadr = env.scene.qpos_adr(list(ARM_JOINTS))
     actuators = env.scene.actuator_for_joints(list(ARM_JOINTS))
     qpos = env.scene.default_qpos.repeat(2, 1).double()
-    qpos[:, qadr] = torch.tensor([[0.3, 0.5, 1.2, -0.4, 0.8, 0.2], [-0.5, 0.2, 0.9, 0.3, 1.1, -0.3]], dtype=torch.float64)
+    qpos[:, qadr] = torch.tensor([[0.3, 0.5, 1.2, -0.4, 0.8, 0.2], [-0.5, 0.2, 0.9, 0.3, 1.1, -0.3]],
+                                 dtype=torch.float64)
     env.sim.reset(torch.arange(2), qpos, torch.zeros(2, env.scene.model.nv, dtype=torch.float64))
     env.sim.ctrl[:, actuators] = qpos[:, qadr].float()
     env.sim.step(env.cfg.sim.decimation)
