@@ -8,7 +8,7 @@ fitted values and their 95 % half-widths (`calculate_intervals` over the fit's J
 A command delay is a whole number of physics steps, which a gradient does not see (a held target jumps from one
 step to the next). Where the segments have room for one, the search starts at the delay with the least residual
 at the nominal parameters and walks one step at a time while a short fit at the next delay ends lower; the full
-fit runs at the delay it stops on. The parameters compensate for a wrong delay (less damping for a later
+fit runs at the delay it stops on, from that delay's short fit. The parameters compensate for a wrong delay (less damping for a later
 command), so delays are compared after fitting, not at the nominal parameters alone.
 """
 
@@ -102,8 +102,8 @@ def _fit(params: sysid.ParameterDict, train: list[Segment], validation: list[Seg
     _set_delay(segments, 0)
     before = {"train": _position_rmse(fit_fn, x0, params), "validation": _position_rmse(validation_fn, x0, params)}
     kwargs = {} if verbose else {"output": io.StringIO()}
-    steps = _search_delay(fit_fn, params, segments)
-    fitted, result = sysid.optimize(params, fit_fn, optimizer="mujoco", max_iters=max_iters, **kwargs)
+    steps, start = _search_delay(fit_fn, params, segments)
+    fitted, result = sysid.optimize(start, fit_fn, optimizer="mujoco", max_iters=max_iters, **kwargs)
     x = fitted.as_vector()
     residuals, _, _ = fit_fn(x, fitted, return_pred_all=True)
     _, half_widths = sysid.calculate_intervals(residuals, result.jac)
@@ -133,32 +133,34 @@ def _cost(residual_fn, params: sysid.ParameterDict) -> float:
     return float(np.sum(np.concatenate(residual_fn(params.as_vector(), params)[0]) ** 2))
 
 
-def _search_delay(residual_fn, params: sysid.ParameterDict, segments: list[Segment]) -> int:
-    """The delay [physics steps] to fit at (see the module docstring), left set on the segments."""
+def _search_delay(residual_fn, params: sysid.ParameterDict,
+                  segments: list[Segment]) -> tuple[int, sysid.ParameterDict]:
+    """The delay [physics steps] to fit at (see the module docstring), left set on the segments, and the parameters
+    to start that fit from (the short fit's at that delay; `params` where no delay is searched)."""
     max_steps = round(max(s.max_delay_s for s in segments) / _physics_dt(segments))
     if max_steps == 0:
-        return 0
+        return 0, params
     nominal = []
     for steps in range(max_steps + 1):
         _set_delay(segments, steps)
         nominal.append(_cost(residual_fn, params))
     start = int(np.argmin(nominal))
 
-    def fitted_cost(steps: int) -> float:
+    def short_fit(steps: int) -> tuple[float, sysid.ParameterDict]:
         _set_delay(segments, steps)
         fitted, _ = sysid.optimize(params, residual_fn, optimizer="mujoco", max_iters=SEARCH_ITERS,
                                    output=io.StringIO())
-        return _cost(residual_fn, fitted)
+        return _cost(residual_fn, fitted), fitted
 
-    best, best_cost = start, fitted_cost(start)
+    best, (best_cost, best_params) = start, short_fit(start)
     for direction in (-1, 1):
         while 0 <= best + direction <= max_steps:
-            cost = fitted_cost(best + direction)
+            cost, fitted = short_fit(best + direction)
             if cost >= best_cost:
                 break
-            best, best_cost = best + direction, cost
+            best, best_cost, best_params = best + direction, cost, fitted
     _set_delay(segments, best)
-    return best
+    return best, best_params
 
 
 def _residual_fn(segments: list[Segment], n_threads: int):
