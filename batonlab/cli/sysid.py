@@ -108,6 +108,8 @@ def randomization_overrides(cfg, overlay, fit_path: Path) -> list[str]:
         if term.func is not randomize_joint_parameters:
             continue
         for group, key in RANGE_KEYS.items():
+            if key not in term.params:  # an override may only set what the task's config has
+                continue
             spreads = [overlay.half_width_95[j][group] / v for j, groups in overlay.values.items()
                        for g, v in groups.items() if g == group and v > 0 and j in overlay.half_width_95
                        and group in overlay.half_width_95[j] and j in term.params.get("joints", ())]

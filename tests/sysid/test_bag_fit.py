@@ -12,7 +12,7 @@ import yaml
 
 from batonlab.cli import replay as replay_cli
 from batonlab.cli import sysid as sysid_cli
-from batonlab.cli.common import CliError
+from batonlab.cli.common import CliError, build_invocation
 from batonlab.env.scene import scene_spec
 from batonlab.logs.bag_reader import open_bag
 from batonlab.logs.sim_recorder import EpisodeRecorder
@@ -96,7 +96,8 @@ def test_sysid_fits_the_changed_simulator_back_from_its_bags(bags, tmp_path, cap
     overrides = (out / "randomization.txt").read_text().split()
     assert overrides[0] == f"env.scene.fit={out / 'fit.yaml'}"
     assert {o.split("=")[0] for o in overrides[1:]} == {f"env.events.joint_params.params.{k}_range"
-                                                        for k in ("damping", "friction", "armature")}
+                                                        for k in ("damping", "friction")}  # what arm_reach randomises
+    assert build_invocation(["task=arm_reach", *overrides]).task.scene.fit == str(out / "fit.yaml")  # they paste
     assert (out / "report.html").stat().st_size > 10_000 and (out / "replay.png").stat().st_size > 10_000
 
     # `batonlab replay --sysid` replays the held-out bag on the nominal and on the fitted model, side by side.
