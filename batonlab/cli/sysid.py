@@ -7,8 +7,8 @@
     batonlab sysid BAG... params=armature,damping,delay max_delay_s=0.06   also the command delay (≤ 60 ms)
     batonlab sysid BAG... params=armature,damping shared=true      one value per group for all the joints
 
-The robot's model is built as training builds it (the bags' task, `task=` to name another; `robot=` for a task over
-any robot). The bags' stretches between resets are split into a fitting set and a held-out set (`holdout_every=4`:
+The robot's model is built as training builds it: the bags' task, or `task=` (`robot=` for a task over any robot),
+or the task and robot a run was trained on (`run_dir=`) or an export was exported from (`export=`). The bags' stretches between resets are split into a fitting set and a held-out set (`holdout_every=4`:
 every 4th bag, or every 4th stretch of a single bag), `mujoco.sysid` fits the groups on the first, and the held-out
 error before and after says whether the fit generalises. Written to `out=` (default `sysid/<task>_<time>`):
 `fit.yaml` (load it with `env.scene.fit=`), `report.html` (the library's report), `replay.png` (a held-out stretch
@@ -23,7 +23,7 @@ from pathlib import Path
 
 from batonlab.cli.common import CliError
 
-KEYS = {"task": None, "robot": None, "params": None, "joints": None, "out": None, "max_iters": "20",
+KEYS = {"task": None, "robot": None, "run_dir": None, "export": None, "params": None, "joints": None, "out": None, "max_iters": "20",
         "holdout_every": "4", "fit": None, "report": "true", "max_delay_s": "0.06",
         "shared": "false"}
 """The options and their defaults."""
@@ -44,11 +44,10 @@ def run(args: list[str]) -> int:
     from batonlab.sysid.fit import SysidFitError, fit_segments, split_segments
     from batonlab.sysid.parameters import SysidParameterError, joint_parameters, joint_values
     from batonlab.sysid.sequences import bag_segments
-    from batonlab.tasks.replay import task_cfg_for
 
     try:
         logs = [open_bag(bag) for bag in bags]
-        task, cfg = task_cfg_for(logs[0], options["task"], options["robot"], options["fit"])
+        task, cfg = _task_cfg(logs[0], options)
         spec, _ = scene_spec(cfg.scene, cfg.sim)
         nominal_spec, _ = scene_spec(cfg.scene, cfg.sim)
         joints = options["joints"].split(",") if options["joints"] else None
@@ -122,6 +121,29 @@ def randomization_overrides(cfg, overlay, fit_path: Path) -> list[str]:
 # Private functions.
 
 
+def _task_cfg(log, options: dict):
+    """(task name, play configuration) of the model to fit: the bag's task, `task=`, a run's or an export's."""
+    from batonlab.cli.common import build_invocation
+    from batonlab.cli.deploy import export_robot
+    from batonlab.deploy import ManifestError, load_manifest
+    from batonlab.tasks.replay import task_cfg_for
+
+    if options["run_dir"]:
+        inv = build_invocation([f"run_dir={options['run_dir']}"], play=True)
+        name, cfg = inv.task_name, inv.task
+    elif options["export"]:
+        try:
+            manifest = load_manifest(Path(options["export"]))
+        except ManifestError as err:
+            raise CliError(f"export={options['export']}: {err}") from None
+        name, cfg = task_cfg_for(log, manifest.task, export_robot(manifest))
+    else:
+        name, cfg = task_cfg_for(log, options["task"], options["robot"])
+    if options["fit"]:
+        cfg.scene.fit = options["fit"]
+    return name, cfg
+
+
 def _parse(args: list[str]) -> tuple[list[Path], dict[str, str | None]]:
     bags, options = [], dict(KEYS)
     for arg in args:
@@ -134,6 +156,9 @@ def _parse(args: list[str]) -> tuple[list[Path], dict[str, str | None]]:
             raise CliError(f"unknown option {key}=; options: {', '.join(f'{k}=' for k in KEYS)}")
     if not bags:
         raise CliError("no bag given: batonlab sysid BAG... params=GROUPS")
+    given = [f"{k}=" for k in ("task", "run_dir", "export") if options[k]]
+    if len(given) > 1:
+        raise CliError(f"{' and '.join(given)}: name the model once, by task=, run_dir= or export=")
     if not [g for g in (options["params"] or "").split(",") if g and g != "delay"]:
         raise CliError("params= names the groups to fit, e.g. params=armature,damping,frictionloss (add ,delay for "
                        "the command delay)")

@@ -25,7 +25,7 @@ from batonlab.robots.assets import quiet_compiler
 from batonlab.robots.fitted import set_command_delay
 from batonlab.sysid.sequences import Segment
 
-SEARCH_ITERS = 4
+SEARCH_ITERS = 3
 """Gauss-Newton iterations of each fit that compares two delays."""
 
 

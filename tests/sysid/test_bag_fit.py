@@ -24,6 +24,7 @@ from batonlab.sysid.parameters import joint_parameters, joint_values
 from batonlab.sysid.sequences import bag_segments
 from batonlab.tasks.replay import task_cfg_for
 from conftest import make_env
+from ros.exports import make_export
 
 CONTROL_DT = 0.02
 """arm_reach's control period [s]; the changed simulator applies each command one period late."""
@@ -84,7 +85,7 @@ def assert_recovered(values: dict[str, dict[str, float]], delay_s: float) -> Non
 def test_sysid_fits_the_changed_simulator_back_from_its_bags(bags, tmp_path, capsys):
     out = tmp_path / "fit"
     code = sysid_cli.run([*map(str, bags[:4]), "params=armature,damping,frictionloss,delay", f"out={out}",
-                          "max_iters=10", "max_delay_s=0.04"])
+                          "max_iters=6", "max_delay_s=0.04"])
     assert code == 0
     printed = capsys.readouterr().out
     fit = read_fit(out / "fit.yaml")
@@ -120,6 +121,7 @@ def test_sysid_fits_the_changed_simulator_back_from_its_bags(bags, tmp_path, cap
     (["BAG", "params=delay"], "params= names the groups to fit"),
     (["BAG", "params=damping", "joint=elbow"], "unknown option joint=; options: task=, robot="),
     (["BAG", "params=damping", "holdout_every=1"], "holdout_every=1: expected a whole number >= 2"),
+    (["BAG", "params=damping", "task=arm_reach", "export=EXPORT"], "task= and export=: name the model once"),
 ])
 def test_bad_arguments_are_one_line_naming_them(args, message):
     with pytest.raises(CliError, match=message):
@@ -131,6 +133,20 @@ def test_a_bag_of_an_unknown_group_or_a_single_stretch_is_refused(bags, tmp_path
         sysid_cli.run([str(bags[0]), str(bags[1]), "params=inertia", f"out={tmp_path}"])
     with pytest.raises(CliError, match="a fit needs at least two segments"):
         sysid_cli.run([str(bags[0]), "params=damping", f"out={tmp_path}"])
+
+
+def test_the_model_comes_from_a_run_or_an_export_as_well(bags, tmp_path, capsys):
+    """`run_dir=` reads the task its run was trained on (config.yaml), `export=` the task its manifest names."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "config.yaml").write_text("task_name: arm_reach\n")
+    export_dir = make_export(tmp_path / "export")
+    for source in (f"run_dir={run_dir}", f"export={export_dir}"):
+        assert sysid_cli.run([str(bags[0]), str(bags[1]), "params=damping", "max_iters=1", "report=false",
+                              f"out={tmp_path / 'fit'}", source]) == 0
+        assert "sysid of task arm_reach: 6 parameters" in capsys.readouterr().out
+    with pytest.raises(CliError, match="export=.*manifest"):
+        sysid_cli.run([str(bags[0]), str(bags[1]), "params=damping", f"export={tmp_path}"])
 
 
 def test_with_the_trainings_sensor_noise_the_shared_groups_are_fitted_back(bags):
@@ -148,7 +164,7 @@ def test_with_the_trainings_sensor_noise_the_shared_groups_are_fitted_back(bags)
     nominal, _ = scene_spec(cfg.scene, cfg.sim)
     segments = [s for log in logs for s in bag_segments(log, spec, None, max_delay_s=0.04)]
     params = joint_parameters(spec, list(ARM_JOINTS), GROUPS, shared=True)
-    result = fit_segments(params, *split_segments(segments), max_iters=10)
+    result = fit_segments(params, *split_segments(segments), max_iters=6)
     print(yaml.safe_dump({"noisy shared fit": {n: float(p.value[0]) for n, p in result.fitted.items()},
                           "half_width_95": result.half_width_95, "rmse_rad": result.rmse_rad}))
     assert_recovered(joint_values(result.fitted, nominal, list(ARM_JOINTS)), result.command_delay_s)

@@ -29,7 +29,7 @@ def test_a_policy_node_bag_of_the_changed_sim_robot_is_fitted_back(tmp_path):
     assert summary["num_episodes"] == 2
     (bag,) = (tmp_path / "bag").iterdir()
     out = tmp_path / "fit"
-    assert sysid_cli.run([str(bag), "params=armature,damping,frictionloss,delay", f"out={out}", "max_iters=10",
+    assert sysid_cli.run([str(bag), "params=armature,damping,frictionloss,delay", f"out={out}", "max_iters=6",
                           "max_delay_s=0.04", "holdout_every=2", "shared=true", "report=false"]) == 0
     fit = read_fit(out / "fit.yaml")
     assert (fit.source["fit_segments"], fit.source["held_out_segments"]) == (1, 1)  # the sim robot's warm-up left out
