@@ -101,8 +101,6 @@ class EpisodeRecorder:
                                      f"actions only")
         terms = list(env.action_manager.terms.values())
         self.joint_names = [j for t in terms for j in t.joint_names]
-        self._qadr = torch.cat([t.qpos_adr for t in terms]).cpu()
-        self._dadr = torch.cat([t.dof_adr for t in terms]).cpu()
         self._actuators = torch.cat([t.actuator_ids for t in terms]).cpu()
         manifest, manifest_sha = env_manifest(env, task)
         self.metadata = {

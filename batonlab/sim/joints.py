@@ -17,3 +17,9 @@ def is_one_dof(model: mujoco.MjModel, joint_id: int) -> bool:
 def one_dof_joint_ids(model: mujoco.MjModel) -> list[int]:
     """Ids of every 1-DoF joint, in model order."""
     return [j for j in range(model.njnt) if is_one_dof(model, j)]
+
+
+def is_position_servo(model: mujoco.MjModel, actuator: int) -> bool:
+    """An actuator that drives one joint toward a position target (its bias pulls on the joint position)."""
+    joint_driven = int(model.actuator_trntype[actuator]) == int(mujoco.mjtTrn.mjTRN_JOINT)
+    return joint_driven and model.actuator_biasprm[actuator, 1] != 0

@@ -21,6 +21,7 @@ import torch
 from mujoco import rollout
 
 from batonlab.sim.backend import SimBackend
+from batonlab.sim.joints import is_position_servo
 
 _FULLPHYSICS = mujoco.mjtState.mjSTATE_FULLPHYSICS
 
@@ -51,8 +52,7 @@ def _held_target_history(model: mujoco.MjModel, offsets: dict) -> tuple[np.ndarr
     history_cols, qpos_cols = [], []
     for a in range(model.nu):
         n = int(model.actuator_history[a, 0])
-        position_servo = (model.actuator_trntype[a] == mujoco.mjtTrn.mjTRN_JOINT and model.actuator_biasprm[a, 1] != 0)
-        if n == 0 or not position_servo:
+        if n == 0 or not is_position_servo(model, a):
             continue
         mujoco.mj_initCtrlHistory(model, data, a, None, np.zeros(n))
         zeros = data.history.copy()

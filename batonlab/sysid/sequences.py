@@ -31,6 +31,7 @@ from batonlab.logs.logged_base import LoggedBase, free_root
 from batonlab.logs.open_loop import is_jump, usable_stamps
 from batonlab.robots.assets import compile_spec, quiet_compiler
 from batonlab.robots.fitted import FitOverlayError, position_actuator, set_command_delay
+from batonlab.sim.joints import is_position_servo
 
 MIN_SEGMENT_S = 0.2
 """Stretches shorter than this between resets are dropped [s]."""
@@ -193,7 +194,7 @@ def _initial_state(model: mujoco.MjModel, qpos: np.ndarray, qvel: np.ndarray, lo
             past = dt * np.arange(-n, 0)  # the history's sample times before 0 (mj_initCtrlHistory's default)
             active = np.clip(np.searchsorted(cmd_t, past + 0.25 * dt, side="right") - 1, 0, None)
             values = commands[active, list(actuators).index(a)]
-        elif model.actuator_trntype[a] == mujoco.mjtTrn.mjTRN_JOINT and model.actuator_biasprm[a, 1] != 0:
+        elif is_position_servo(model, a):
             values = np.full(n, qpos[model.jnt_qposadr[model.actuator_trnid[a, 0]]])
         else:
             continue
