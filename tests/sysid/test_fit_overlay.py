@@ -83,3 +83,15 @@ def test_the_sim_robot_on_a_fit_is_that_robot_and_refuses_a_fit_of_other_joints(
     robot.env.close()
     with pytest.raises(ConfigError, match=r"joints \['knee'\] are not in the model"):
         SimRobot("arm_reach", fit=str(write_fit(tmp_path / "knee.yaml", FitOverlay(values={"knee": {"damping": 1.0}}))))
+
+
+def test_replay_refuses_a_malformed_fit_before_it_reads_the_bag(tmp_path):
+    from batonlab.cli import replay as replay_cli
+    from batonlab.cli.common import CliError
+
+    bad = tmp_path / "fit.yaml"
+    bad.write_text("joints: {}")
+    with pytest.raises(CliError, match=r"--sysid: .*not a fit written by `batonlab sysid`"):
+        replay_cli.run([str(tmp_path / "no_bag"), "--sysid", str(bad)])
+    with pytest.raises(CliError, match="--sysid compares open-loop replays"):
+        replay_cli.run([str(tmp_path / "no_bag"), "--mode", "playback", "--sysid", str(bad)])
