@@ -8,10 +8,13 @@
     batonlab sysid BAG... params=armature,damping shared=true      one value per group for all the joints
 
 The robot's model is built as training builds it: the bags' task, or `task=` (`robot=` for a task over any robot),
-or the task and robot a run was trained on (`run_dir=`) or an export was exported from (`export=`). The bags' stretches between resets are split into a fitting set and a held-out set (`holdout_every=4`:
-every 4th bag, or every 4th stretch of a single bag), `mujoco.sysid` fits the groups on the first, and the held-out
-error before and after says whether the fit generalises. Written to `out=` (default `sysid/<task>_<time>`):
-`fit.yaml` (load it with `env.scene.fit=`), `report.html` (the library's report), `replay.png` (a held-out stretch
+or the task and robot a run was trained on (`run_dir=`) or an export was exported from (`export=`). The bags'
+stretches between resets are split into a fitting set and a held-out set (`holdout_every=4`: every 4th bag, or every
+4th stretch of a single bag), `mujoco.sysid` fits the groups on the first, and the held-out error before and after
+says whether the fit generalises. Per joint (the default for several joints), the fit goes coarse to fine: one value
+per group for all the joints and the delay first, then each joint's from there and from the model's own values, the
+better kept. Written to `out=` (default `sysid/<task>_<time>`): `fit.yaml` (load it with `env.scene.fit=`),
+`report.html` (the library's report with the held-out replay in it), `replay.png` (that replay: a held-out stretch
 before and after) and `randomization.txt` (domain-randomisation overrides centred on the fit).
 """
 
@@ -23,8 +26,8 @@ from pathlib import Path
 
 from batonlab.cli.common import CliError
 
-KEYS = {"task": None, "robot": None, "run_dir": None, "export": None, "params": None, "joints": None, "out": None, "max_iters": "20",
-        "holdout_every": "4", "fit": None, "report": "true", "max_delay_s": "0.06",
+KEYS = {"task": None, "robot": None, "run_dir": None, "export": None, "params": None, "joints": None, "out": None,
+        "max_iters": "20", "holdout_every": "4", "fit": None, "report": "true", "max_delay_s": "0.06",
         "shared": "false"}
 """The options and their defaults."""
 
@@ -42,7 +45,7 @@ def run(args: list[str]) -> int:
     from batonlab.logs.bag_reader import BagError, open_bag
     from batonlab.robots.fitted import FitOverlay, FitOverlayError, read_fit, write_fit
     from batonlab.sysid.fit import SysidFitError, fit_segments, split_segments
-    from batonlab.sysid.parameters import SysidParameterError, joint_parameters, joint_values
+    from batonlab.sysid.parameters import SysidParameterError, coarse_parameters, joint_parameters, joint_values
     from batonlab.sysid.sequences import bag_segments
 
     try:
@@ -56,6 +59,7 @@ def run(args: list[str]) -> int:
         segments = [s for log in logs for s in bag_segments(log, spec, joints, max_delay_s)]
         joints = segments[0].joints
         params = joint_parameters(spec, joints, groups, _flag(options, "shared"))
+        coarse = None if _flag(options, "shared") else coarse_parameters(spec, joints, groups)
         train, validation = split_segments(segments, int(options["holdout_every"]))
     except (BagError, FitOverlayError, SysidParameterError, SysidFitError) as err:
         raise CliError(str(err)) from None
@@ -65,7 +69,11 @@ def run(args: list[str]) -> int:
           f"on {len(train)} stretch(es), {len(validation)} held out, "
           f"{sum(s.duration_s for s in segments):.1f} s in all",
           flush=True)
-    result = fit_segments(params, train, validation, int(options["max_iters"]), verbose=True)
+    result = fit_segments(params, train, validation, int(options["max_iters"]), verbose=True, coarse=coarse)
+    if result.coarse is not None:
+        shared = ", ".join(f"{name} {float(p.value[0]):.4g}" for name, p in result.coarse.items())
+        start = "the shared values" if result.start == "coarse" else "the model's own values"
+        print(f"[batonlab]   coarse (shared) fit: {shared}; the per-joint fit kept started from {start}")
     start = read_fit(options["fit"]) if options["fit"] else FitOverlay(values={})
     overlay = FitOverlay(values={j: dict(g) for j, g in start.values.items()},
                          nominal={j: dict(g) for j, g in start.nominal.items()},
@@ -189,14 +197,8 @@ def _print_fit(result, overlay) -> None:
 
 
 def _write_reports(out: Path, task: str, result) -> None:
-    from mujoco import sysid
+    from batonlab.sysid.report import write_report
 
-    from batonlab.robots.assets import quiet_compiler
-    from batonlab.sysid.plots import plot_replay
-
-    page = plot_replay(out / "replay.png", result)
-    print(f"[batonlab] held-out replay before and after: {page}")
-    with quiet_compiler():
-        sysid.default_report([s.sequence for s in result.train], result.initial, result.fitted, result.residual_fn,
-                             result.opt_result, title=f"batonlab sysid: {task}", save_path=out, generate_videos=False)
-    print(f"[batonlab] report: {out / 'report.html'}")
+    png, page = write_report(out, task, result)
+    print(f"[batonlab] held-out replay before and after: {png}")
+    print(f"[batonlab] report: {page} (the replay is in it)")

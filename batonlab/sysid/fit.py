@@ -8,8 +8,13 @@ fitted values and their 95 % half-widths (`calculate_intervals` over the fit's J
 A command delay is a whole number of physics steps, which a gradient does not see (a held target jumps from one
 step to the next). Where the segments have room for one, the search starts at the delay with the least residual
 at the nominal parameters and walks one step at a time while a short fit at the next delay ends lower; the full
-fit runs at the delay it stops on, from that delay's short fit. The parameters compensate for a wrong delay (less damping for a later
-command), so delays are compared after fitting, not at the nominal parameters alone.
+fit runs at the delay it stops on, from that delay's short fit. The parameters compensate for a wrong delay (less
+damping for a later command), so delays are compared after fitting, not at the nominal parameters alone.
+
+Per joint, friction loss and damping trade off and a fit from the nominal values can stop in a local minimum. Given
+`coarse` (one value per group for all the joints), the fit goes coarse to fine: the coarse groups and the delay are
+fitted first (few parameters, every joint's data), then the per-joint values from both the given start and the
+coarse values, at the coarse delay; the lower training cost is kept.
 """
 
 
@@ -23,6 +28,7 @@ from mujoco import sysid
 
 from batonlab.robots.assets import quiet_compiler
 from batonlab.robots.fitted import set_command_delay
+from batonlab.sysid.parameters import start_from_shared
 from batonlab.sysid.sequences import Segment
 
 SEARCH_ITERS = 3
@@ -50,6 +56,10 @@ class FitResult:
     validation: list[Segment]
     command_delay_s: float = 0.0
     """The fitted command delay [s] (0 where none was searched)."""
+    coarse: sysid.ParameterDict | None = None
+    """The shared groups' fit a coarse-to-fine fit started from (None for a single-stage fit)."""
+    start: str = "given"
+    """Where the kept fit started: "given" (the parameters as passed) or "coarse" (the shared groups' values)."""
 
 
 def split_segments(segments: list[Segment], every: int = 4) -> tuple[list[Segment], list[Segment]]:
@@ -71,11 +81,12 @@ def split_segments(segments: list[Segment], every: int = 4) -> tuple[list[Segmen
 
 
 def fit_segments(params: sysid.ParameterDict, train: list[Segment], validation: list[Segment], max_iters: int = 20,
-                 n_threads: int = 1, verbose: bool = False) -> FitResult:
+                 n_threads: int = 1, verbose: bool = False, coarse: sysid.ParameterDict | None = None) -> FitResult:
     """Fit `params` (their modifiers edit each segment's spec) and, where the segments have room for one, the command
-    delay to `train`; RMSE before (nominal, no delay) and after on both sets."""
+    delay to `train`, coarse to fine where `coarse` (shared groups of the same joints) is given; RMSE before
+    (nominal, no delay) and after on both sets."""
     with quiet_compiler():
-        return _fit(params, train, validation, max_iters, n_threads, verbose)
+        return _fit(params, train, validation, max_iters, n_threads, verbose, coarse)
 
 
 def segment_rmse(segments: list[Segment], params: sysid.ParameterDict, n_threads: int = 1) -> float:
@@ -84,8 +95,12 @@ def segment_rmse(segments: list[Segment], params: sysid.ParameterDict, n_threads
         return _position_rmse(_residual_fn(segments, n_threads), params.as_vector(), params)
 
 
-def replayed_positions(segments: list[Segment], params: sysid.ParameterDict, x: np.ndarray, n_threads: int = 1):
-    """Per segment: (times (T,) [s], logged (T, J), simulated (T, J)) joint positions [rad] with parameters `x`."""
+def replayed_positions(segments: list[Segment], params: sysid.ParameterDict, x: np.ndarray, n_threads: int = 1,
+                       delay_s: float | None = None):
+    """Per segment: (times (T,) [s], logged (T, J), simulated (T, J)) joint positions [rad] with parameters `x` (and
+    the command delay `delay_s` [s], left set on the segments; None: as set)."""
+    if delay_s is not None:
+        _set_delay(segments, round(delay_s / _physics_dt(segments)))
     with quiet_compiler():
         return list(_positions(_residual_fn(segments, n_threads), x, params))
 
@@ -94,16 +109,24 @@ def replayed_positions(segments: list[Segment], params: sysid.ParameterDict, x: 
 
 
 def _fit(params: sysid.ParameterDict, train: list[Segment], validation: list[Segment], max_iters: int, n_threads: int,
-         verbose: bool) -> FitResult:
+         verbose: bool, coarse: sysid.ParameterDict | None) -> FitResult:
     fit_fn = _residual_fn(train, n_threads)
     validation_fn = _residual_fn(validation, n_threads)
     segments = train + validation
     x0 = params.as_vector()
     _set_delay(segments, 0)
     before = {"train": _position_rmse(fit_fn, x0, params), "validation": _position_rmse(validation_fn, x0, params)}
-    kwargs = {} if verbose else {"output": io.StringIO()}
-    steps, start = _search_delay(fit_fn, params, segments)
-    fitted, result = sysid.optimize(start, fit_fn, optimizer="mujoco", max_iters=max_iters, **kwargs)
+    if coarse is None:
+        steps, start = _search_delay(fit_fn, params, segments)
+        fitted, result = _optimize(start, fit_fn, max_iters, verbose)
+        coarse_fitted, start_name = None, "given"
+    else:
+        steps, coarse_start = _search_delay(fit_fn, coarse, segments)
+        coarse_fitted, _ = _optimize(coarse_start, fit_fn, max_iters, verbose)
+        starts = {"given": params, "coarse": start_from_shared(params, coarse_fitted)}
+        fits = {name: _optimize(start, fit_fn, max_iters, verbose) for name, start in starts.items()}
+        start_name = min(fits, key=lambda name: _cost(fit_fn, fits[name][0]))
+        fitted, result = fits[start_name]
     x = fitted.as_vector()
     residuals, _, _ = fit_fn(x, fitted, return_pred_all=True)
     _, half_widths = sysid.calculate_intervals(residuals, result.jac)
@@ -112,9 +135,13 @@ def _fit(params: sysid.ParameterDict, train: list[Segment], validation: list[Seg
                                                                                ("validation", validation_fn))}
     delay_s = steps * _physics_dt(segments)
     return FitResult(params, fitted, dict(zip(names, map(float, half_widths))), rmse, result, fit_fn, train,
-                     validation, delay_s)
+                     validation, delay_s, coarse_fitted, start_name)
 
 
+def _optimize(start: sysid.ParameterDict, residual_fn, max_iters: int, verbose: bool):
+    """The library's bounded Gauss-Newton from `start`: (fitted parameters, its result)."""
+    kwargs = {} if verbose else {"output": io.StringIO()}
+    return sysid.optimize(start, residual_fn, optimizer="mujoco", max_iters=max_iters, **kwargs)
 
 
 def _physics_dt(segments: list[Segment]) -> float:

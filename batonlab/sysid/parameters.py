@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 
 import mujoco
+import numpy as np
 from mujoco import sysid
 
 from batonlab.robots.fitted import FIT_GROUPS, FitOverlayError, group_value, set_group_value
@@ -26,6 +27,9 @@ GROUPS = FIT_GROUPS
 
 SHARED = "*"
 """The joint part of a shared parameter's name (`*/damping`)."""
+
+COARSE_GROUPS = ("armature", "damping", "frictionloss", "kp", "kd")
+"""Groups a per-joint fit first fits shared (`coarse_parameters`); one torque limit means little across joints."""
 
 _UPPER = {"armature": 0.1, "damping": 5.0, "frictionloss": 2.0}
 """The least upper bound of an absolute joint group [its units]: ten times the nominal where that is more."""
@@ -65,6 +69,26 @@ def joint_values(params: sysid.ParameterDict, nominal_spec: mujoco.MjSpec, joint
             scale = group_value(nominal_spec, joint, group) if group in ("kp", "kd") else 1.0
             out.setdefault(joint, {})[group] = number * scale
     return out
+
+
+def coarse_parameters(spec: mujoco.MjSpec, joints: list[str], groups: list[str]) -> sysid.ParameterDict | None:
+    """The shared groups a per-joint fit of `groups` over `joints` goes coarse to fine from (None for a single joint
+    or where no group of `COARSE_GROUPS` is asked for)."""
+    shared = [g for g in groups if g in COARSE_GROUPS]
+    if len(joints) < 2 or not shared:
+        return None
+    return joint_parameters(spec, joints, shared, shared=True)
+
+
+def start_from_shared(params: sysid.ParameterDict, shared: sysid.ParameterDict) -> sysid.ParameterDict:
+    """A copy of per-joint `params` with each `<joint>/<group>` at the value of `shared`'s `*/<group>` (within its
+    bounds; groups `shared` lacks keep their values)."""
+    start = params.copy()
+    for name, param in start.items():
+        group = name.rsplit("/", 1)[1]
+        if f"{SHARED}/{group}" in shared:
+            param.value[:] = np.clip(shared[f"{SHARED}/{group}"].value, param.min_value, param.max_value)
+    return start
 
 
 def _parameter(spec: mujoco.MjSpec, joints: list[str], group: str, owner: str) -> sysid.Parameter:

@@ -16,13 +16,14 @@ def plot_replay(path: Path, result: FitResult) -> Path:
     import matplotlib.pyplot as plt
 
     segment = result.validation[:1]
-    (t, logged, before), = replayed_positions(segment, result.initial, result.initial.as_vector())
-    (_, _, after), = replayed_positions(segment, result.fitted, result.fitted.as_vector())
+    (t, logged, before), = replayed_positions(segment, result.initial, result.initial.as_vector(), delay_s=0.0)
+    (_, _, after), = replayed_positions(segment, result.fitted, result.fitted.as_vector(),
+                                        delay_s=result.command_delay_s)
     joints = segment[0].joints
     fig, axes = plt.subplots(len(joints), 1, figsize=(8, 1.6 * len(joints)), sharex=True, squeeze=False)
     for j, (ax, joint) in enumerate(zip(axes[:, 0], joints)):
         ax.plot(t, logged[:, j], "k-", lw=1.5, label="logged")
-        ax.plot(t, before[:, j], "r--", lw=1, label="nominal model")
+        ax.plot(t, before[:, j], "r--", lw=1, label="nominal model, no delay")
         ax.plot(t, after[:, j], "b-", lw=1, label="fitted model")
         ax.set_ylabel(f"{joint}\n[rad]", fontsize=8)
     axes[0, 0].legend(loc="upper right", fontsize=8)

@@ -100,6 +100,9 @@ def test_sysid_fits_the_changed_simulator_back_from_its_bags(bags, tmp_path, cap
                                                         for k in ("damping", "friction")}  # what arm_reach randomises
     assert build_invocation(["task=arm_reach", *overrides]).task.scene.fit == str(out / "fit.yaml")  # they paste
     assert (out / "report.html").stat().st_size > 10_000 and (out / "replay.png").stat().st_size > 10_000
+    assert "Held-out replay, before and after" in (out / "report.html").read_text()  # the replay is in the report
+    assert "data:image/png;base64," in (out / "report.html").read_text()
+    assert "coarse (shared) fit: */armature 0.06" in printed  # per joint, coarse to fine
 
     # `batonlab replay --sysid` replays the held-out bag on the nominal and on the fitted model, side by side.
     assert replay_cli.run([str(bags[3]), "--mode", "open_loop", "--sysid", str(out / "fit.yaml")]) == 0

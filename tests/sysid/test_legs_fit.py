@@ -14,7 +14,7 @@ from batonlab.logs.sim_recorder import EpisodeRecorder
 from batonlab.rl.evaluate import evaluate
 from batonlab.robots.fitted import FitOverlay, group_value, write_fit
 from batonlab.sysid.fit import fit_segments, split_segments
-from batonlab.sysid.parameters import joint_parameters, joint_values
+from batonlab.sysid.parameters import coarse_parameters, joint_parameters, joint_values
 from batonlab.sysid.sequences import bag_segments
 from batonlab.tasks import make_task_cfg
 from batonlab.tasks.replay import task_cfg_for
@@ -28,8 +28,9 @@ RANDOMIZATION = ("wheel_friction", "base_mass", "actuator_gains", "action_delay"
 
 
 def test_the_legs_are_fitted_back_from_bags_of_the_balancing_robot(wl_balance_policy, tmp_path):
-    """One value per group for the four legs (`shared=true`): each leg's joint damping (0.1 N·m·s/rad) is 4 % of its
-    servo's (2.5), too little for one joint's motion to pin it; pooled, each group comes back within 10 %."""
+    """Per leg, coarse to fine: each leg's joint damping (0.1 N·m·s/rad) is 4 % of its servo's (2.5), too little for
+    seconds of one joint's motion to pin it from the nominal values; from the shared groups' fit of all four legs,
+    every leg's values come back within 10 %."""
     cfg = make_task_cfg("wl_balance", play=True)
     nominal, _ = scene_spec(cfg.scene, cfg.sim)
     truth = FitOverlay(values={j: {"armature": 3.0 * group_value(nominal, j, "armature"),
@@ -56,9 +57,12 @@ def test_the_legs_are_fitted_back_from_bags_of_the_balancing_robot(wl_balance_po
     _, cfg = task_cfg_for(logs[0])
     spec, _ = scene_spec(cfg.scene, cfg.sim)
     segments = [s for log in logs for s in bag_segments(log, spec, LEGS, max_delay_s=0.04)]
-    result = fit_segments(joint_parameters(spec, LEGS, GROUPS, shared=True), *split_segments(segments), max_iters=6)
+    result = fit_segments(joint_parameters(spec, LEGS, GROUPS), *split_segments(segments), max_iters=6,
+                          coarse=coarse_parameters(spec, LEGS, GROUPS))
     fitted = joint_values(result.fitted, nominal, LEGS)
     print({n: float(p.value[0]) for n, p in result.fitted.items()}, result.rmse_rad, len(segments), "windows")
+    coarse = joint_values(result.coarse, nominal, LEGS)
+    assert coarse["left_knee_pitch"]["damping"] == pytest.approx(truth.values["left_knee_pitch"]["damping"], rel=0.1)
     for joint in LEGS:
         for group in GROUPS:
             assert fitted[joint][group] == pytest.approx(truth.values[joint][group], rel=0.10), (joint, group)

@@ -10,7 +10,7 @@ import pytest
 from mujoco import rollout, sysid
 
 from batonlab.robots.arm6 import ARM_JOINTS, home_pose, make_arm6_spec
-from batonlab.sysid.parameters import SysidParameterError, joint_parameters
+from batonlab.sysid.parameters import SysidParameterError, coarse_parameters, joint_parameters, start_from_shared
 
 CONTROL_DT = 0.02
 """The policy's control period [s] (50 Hz); the targets are held over the physics steps in between."""
@@ -72,6 +72,24 @@ def test_unknown_groups_and_joints_are_refused_by_name():
     spec.delete(spec.actuator("elbow_pitch"))
     with pytest.raises(SysidParameterError, match="elbow_pitch: no position actuator drives it"):
         joint_parameters(spec, ["elbow_pitch"], ["kp"])
+
+
+def test_a_per_joint_fit_starts_from_the_shared_groups_of_its_joints():
+    """`coarse_parameters` shares what a per-joint fit goes coarse to fine from (never a torque limit, whose one
+    absolute value means little across joints); `start_from_shared` puts each joint there, within its bounds."""
+    spec = make_arm6_spec()
+    joints = ["shoulder_pitch", "elbow_pitch"]
+    params = joint_parameters(spec, joints, ["damping", "kp", "torque_limit"])
+    coarse = coarse_parameters(spec, joints, ["damping", "kp", "torque_limit"])
+    assert list(coarse.keys()) == ["*/damping", "*/kp"]
+    assert coarse_parameters(spec, ["elbow_pitch"], ["damping"]) is None  # one joint: nothing to share
+    assert coarse_parameters(spec, joints, ["torque_limit"]) is None
+    coarse["*/damping"].value[:], coarse["*/kp"].value[:] = 0.3, 9.0
+    start = start_from_shared(params, coarse)
+    assert [start[f"{j}/damping"].value[0] for j in joints] == [0.3, 0.3]
+    assert start["elbow_pitch/kp"].value[0] == 4.0  # clipped to the per-joint bound
+    assert start["elbow_pitch/torque_limit"].value[0] == params["elbow_pitch/torque_limit"].value[0]
+    assert params["elbow_pitch/damping"].value[0] == 0.5  # the given start is left as it was
 
 
 def test_a_fit_recovers_the_arms_changed_joint_and_actuator_parameters():
