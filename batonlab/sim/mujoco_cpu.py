@@ -21,7 +21,7 @@ import torch
 from mujoco import rollout
 
 from batonlab.sim.backend import SimBackend
-from batonlab.sim.joints import is_position_servo
+from batonlab.sim.joints import held_target_slots
 
 _FULLPHYSICS = mujoco.mjtState.mjSTATE_FULLPHYSICS
 
@@ -38,29 +38,6 @@ def _state_offsets(model: mujoco.MjModel, spec: int) -> dict[str, tuple[int, int
         offsets[name.removeprefix("mjSTATE_").lower()] = (start, start + size)
         start += size
     return offsets
-
-
-def _held_target_history(model: mujoco.MjModel, offsets: dict) -> tuple[np.ndarray, np.ndarray]:
-    """(state columns of the delayed position servos' past targets, state columns of their joints' positions).
-
-    A servo with a command delay (`nsample` > 0) applies the targets of the last `delay` seconds; after a reset
-    those are its joint's position, so it holds still until the first command arrives through the delay.
-    """
-    if "history" not in offsets:
-        return np.zeros(0, dtype=int), np.zeros(0, dtype=int)
-    data = mujoco.MjData(model)
-    history_cols, qpos_cols = [], []
-    for a in range(model.nu):
-        n = int(model.actuator_history[a, 0])
-        if n == 0 or not is_position_servo(model, a):
-            continue
-        mujoco.mj_initCtrlHistory(model, data, a, None, np.zeros(n))
-        zeros = data.history.copy()
-        mujoco.mj_initCtrlHistory(model, data, a, None, np.ones(n))
-        slots = np.flatnonzero(data.history != zeros)
-        history_cols += (offsets["history"][0] + slots).tolist()
-        qpos_cols += [offsets["qpos"][0] + int(model.jnt_qposadr[model.actuator_trnid[a, 0]])] * len(slots)
-    return np.asarray(history_cols, dtype=int), np.asarray(qpos_cols, dtype=int)
 
 
 class MujocoCpuBackend(SimBackend):
@@ -93,8 +70,11 @@ class MujocoCpuBackend(SimBackend):
         mujoco.mj_forward(model, data)
         self._default_state = np.empty(self._nstate)
         mujoco.mj_getState(model, data, self._default_state, _FULLPHYSICS)
+        slots, qpos_addresses = held_target_slots(model)
+        self._history_cols = self._offsets.get("history", (0,))[0] + slots
+        self._history_qpos_cols = self._offsets["qpos"][0] + qpos_addresses
+        self._default_state[self._history_cols] = self._default_state[self._history_qpos_cols]
         self._state = np.tile(self._default_state, (num_envs, 1))
-        self._history_cols, self._history_qpos_cols = _held_target_history(model, self._offsets)
 
         # Control vector of each substep: ctrl, xfrc_applied and (if any) mocap positions.
         self._control_spec = int(mujoco.mjtState.mjSTATE_CTRL) | int(mujoco.mjtState.mjSTATE_XFRC_APPLIED)

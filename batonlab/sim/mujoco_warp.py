@@ -16,6 +16,7 @@ import torch
 import warp as wp
 
 from batonlab.sim.backend import SimBackend
+from batonlab.sim.joints import held_target_slots
 
 _BATCHABLE_FIELDS = frozenset(
     f.name for f in dataclasses.fields(mjw.Model) if tuple(getattr(f.type, "shape", ()))[:1] == ("*",)
@@ -50,9 +51,6 @@ class MujocoWarpBackend(SimBackend):
         use_cuda_graph: bool = True,
         **ignored,
     ):
-        if model.nhistory:
-            raise ValueError("the model delays its actuators' commands (a fit's command_delay_s): the mujoco backend "
-                             "runs it; mujoco_warp's reset would start the delayed targets at 0")
         super().__init__(model, num_envs, device)
         if self.device.type == "cuda" and self.device.index is None:
             self.device = torch.device("cuda", torch.cuda.current_device())
@@ -64,6 +62,8 @@ class MujocoWarpBackend(SimBackend):
 
         data = mujoco.MjData(model)
         mujoco.mj_forward(model, data)
+        history_slots, history_qpos = held_target_slots(model)
+        data.history[history_slots] = data.qpos[history_qpos]  # delayed servos start on where they are
         with wp.ScopedDevice(self._wp_device):
             self._m = mjw.put_model(model)
             if self._wp_device.is_cuda and not wp.is_conditional_graph_supported():
@@ -85,6 +85,10 @@ class MujocoWarpBackend(SimBackend):
         self._act = _view(d.act)
         self._qacc_warmstart = _view(d.qacc_warmstart)
         self._mocap_quat = _view(d.mocap_quat)
+        self._history = _view(d.history) if model.nhistory else None  # delayed commands: held targets and times
+        self._default_history = torch.as_tensor(data.history, dtype=torch.float32, device=self.device)
+        self._history_slots = torch.as_tensor(history_slots, dtype=torch.long, device=self.device)
+        self._history_qpos = torch.as_tensor(history_qpos, dtype=torch.long, device=self.device)
 
         self._default_qpos = torch.as_tensor(data.qpos, dtype=torch.float32, device=self.device)
         self._diverged_count = torch.zeros((), dtype=torch.long, device=self.device)
@@ -166,6 +170,8 @@ class MujocoWarpBackend(SimBackend):
         for tensor in (self.qvel, self._act, self._qacc_warmstart, self.sensordata):
             tensor.masked_fill_(rows, 0.0)
         self.time.masked_fill_(bad, 0.0)
+        if self._history is not None:
+            self._history.copy_(torch.where(rows, self._default_history, self._history))
 
     # Resets and parameters.
 
@@ -180,6 +186,10 @@ class MujocoWarpBackend(SimBackend):
         self.xfrc_applied[ids] = 0.0
         for tensor in (self._act, self._qacc_warmstart):
             tensor[ids] = 0.0
+        if self._history is not None:
+            history = self._default_history.repeat(ids.numel(), 1)
+            history[:, self._history_slots] = self.qpos[ids][:, self._history_qpos]  # they start on where they are
+            self._history[ids] = history
         self._refresh_sensors(ids)
 
     def _refresh_sensors(self, ids: torch.Tensor) -> None:
