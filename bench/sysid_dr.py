@@ -10,8 +10,9 @@ on the arm's joints, its joint randomisation off. Eight 2 s episodes of it, the 
 recorded as `play record=` records them; `batonlab sysid` fits armature, damping, friction loss (per joint) and the
 delay to them and writes `randomization.txt`. Per seed, `default` trains with the task as it is and `fit` with those
 overrides (`env.scene.fit=` and the joint randomisation centred on the fit), each for `--iterations` on
-`--num-envs` envs; both are tested on the robot, `--episodes` episodes at seed 10 000 + seed: success rate and the
-mean end-effector error over the episode. `results.json` keeps every number.
+`--num-envs` envs; both are tested on the robot and on the nominal model with the task's randomisation (as `play`
+runs it), `--episodes` episodes at seed 10 000 + seed: success rate and the mean end-effector error over the
+episode. `results.json` keeps every number.
 """
 
 from __future__ import annotations
@@ -66,9 +67,15 @@ def record(truth: Path, out: Path, episodes: int = 8) -> list[Path]:
     return recorder.close()
 
 
-def test(policy, truth: Path, episodes: int, seed: int) -> dict:
-    """Success rate and mean end-effector error [m] of `policy` on the robot."""
-    env = BatonEnv(robot_cfg(truth, episodes, 10_000 + seed))
+def test(policy, truth: Path | None, episodes: int, seed: int) -> dict:
+    """Success rate and mean end-effector error [m] of `policy` on the robot (`truth` None: on the nominal model with
+    the task's randomisation, as `batonlab play` runs it)."""
+    if truth is None:
+        cfg = build_invocation([f"task={TASK}"], play=True).task
+        cfg.num_envs, cfg.seed = episodes, 10_000 + seed
+    else:
+        cfg = robot_cfg(truth, episodes, 10_000 + seed)
+    env = BatonEnv(cfg)
     result = evaluate(env, policy, progress=False)
     env.close()
     errors = {k: float(np.mean(v)) for k, v in result.mean_errors.items()}
@@ -104,7 +111,8 @@ def main() -> None:
                                     "eval_episodes=0", "progress=false", *extra])
             trained = cli_train.train(inv)
             row = {"dr": name, "seed": seed, "wall_s": trained.wall_s, "env_steps": trained.env_steps,
-                   "run_dir": str(trained.run_dir), **test(trained.policy, truth, args.episodes, seed)}
+                   "run_dir": str(trained.run_dir), **test(trained.policy, truth, args.episodes, seed),
+                   "nominal": test(trained.policy, None, args.episodes, seed)}
             print(f"[sysid_dr] {row}", flush=True)
             results["runs"].append(row)
             (args.out / "results.json").write_text(json.dumps(results, indent=2))

@@ -102,6 +102,7 @@ def fit_row(robot: dict, truth: FitOverlay, bags: list[Path], noisy: bool, max_i
     errors = {g: max(abs(fitted[j][g] / truth.values[j][g] - 1.0) for j in joints) for g in GROUPS}
     return {"bags": len(bags), "noisy": noisy, "data_s": sum(s.duration_s for s in segments),
             "worst_rel_error": errors, "delay_s": result.command_delay_s, "start": result.start,
+            "start_rmse_rad": result.start_rmse_rad,
             "rmse_rad": result.rmse_rad, "fit_wall_s": wall_s, "fitted": fitted}
 
 

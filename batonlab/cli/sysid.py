@@ -72,8 +72,10 @@ def run(args: list[str]) -> int:
     result = fit_segments(params, train, validation, int(options["max_iters"]), verbose=True, coarse=coarse)
     if result.coarse is not None:
         shared = ", ".join(f"{name} {float(p.value[0]):.4g}" for name, p in result.coarse.items())
-        start = "the shared values" if result.start == "coarse" else "the model's own values"
-        print(f"[batonlab]   coarse (shared) fit: {shared}; the per-joint fit kept started from {start}")
+        given, coarse_rmse = result.start_rmse_rad["given"], result.start_rmse_rad["coarse"]
+        print(f"[batonlab]   coarse (shared) fit: {shared}; per joint from there: train RMSE {coarse_rmse:.3e} rad, "
+              f"from the model's own values: {given:.3e} rad; kept: from "
+              f"{'the shared values' if result.start == 'coarse' else 'the model'}")
     start = read_fit(options["fit"]) if options["fit"] else FitOverlay(values={})
     overlay = FitOverlay(values={j: dict(g) for j, g in start.values.items()},
                          nominal={j: dict(g) for j, g in start.nominal.items()},

@@ -60,6 +60,8 @@ class FitResult:
     """The shared groups' fit a coarse-to-fine fit started from (None for a single-stage fit)."""
     start: str = "given"
     """Where the kept fit started: "given" (the parameters as passed) or "coarse" (the shared groups' values)."""
+    start_rmse_rad: dict[str, float] | None = None
+    """Coarse to fine: each start's ("given", "coarse") training joint-position RMSE after its fit [rad]."""
 
 
 def split_segments(segments: list[Segment], every: int = 4) -> tuple[list[Segment], list[Segment]]:
@@ -119,7 +121,7 @@ def _fit(params: sysid.ParameterDict, train: list[Segment], validation: list[Seg
     if coarse is None:
         steps, start = _search_delay(fit_fn, params, segments)
         fitted, result = _optimize(start, fit_fn, max_iters, verbose)
-        coarse_fitted, start_name = None, "given"
+        coarse_fitted, start_name, start_rmse = None, "given", None
     else:
         steps, coarse_start = _search_delay(fit_fn, coarse, segments)
         coarse_fitted, _ = _optimize(coarse_start, fit_fn, max_iters, verbose)
@@ -127,6 +129,7 @@ def _fit(params: sysid.ParameterDict, train: list[Segment], validation: list[Seg
         fits = {name: _optimize(start, fit_fn, max_iters, verbose) for name, start in starts.items()}
         start_name = min(fits, key=lambda name: _cost(fit_fn, fits[name][0]))
         fitted, result = fits[start_name]
+        start_rmse = {name: _position_rmse(fit_fn, p.as_vector(), p) for name, (p, _) in fits.items()}
     x = fitted.as_vector()
     residuals, _, _ = fit_fn(x, fitted, return_pred_all=True)
     _, half_widths = sysid.calculate_intervals(residuals, result.jac)
@@ -135,7 +138,7 @@ def _fit(params: sysid.ParameterDict, train: list[Segment], validation: list[Seg
                                                                                ("validation", validation_fn))}
     delay_s = steps * _physics_dt(segments)
     return FitResult(params, fitted, dict(zip(names, map(float, half_widths))), rmse, result, fit_fn, train,
-                     validation, delay_s, coarse_fitted, start_name)
+                     validation, delay_s, coarse_fitted, start_name, start_rmse)
 
 
 def _optimize(start: sysid.ParameterDict, residual_fn, max_iters: int, verbose: bool):
