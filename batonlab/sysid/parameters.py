@@ -22,9 +22,6 @@ from batonlab.robots.fitted import FIT_GROUPS, FitOverlayError, group_value, set
 if not hasattr(sysid, "optimize"):  # mujoco.sysid hides its missing dependencies behind an empty module
     raise ImportError("mujoco.sysid lacks its dependencies: pip install 'mujoco[sysid]' (batonlab[train] has them)")
 
-GROUPS = FIT_GROUPS
-"""The parameter groups a fit can name."""
-
 SHARED = "*"
 """The joint part of a shared parameter's name (`*/damping`)."""
 
@@ -43,9 +40,9 @@ def joint_parameters(spec: mujoco.MjSpec, joints: list[str], groups: list[str],
                      shared: bool = False) -> sysid.ParameterDict:
     """One parameter `<joint>/<group>` per joint and group (`*/<group>` per group when `shared`), at the spec's
     nominal value, with its bounds."""
-    unknown = [g for g in groups if g not in GROUPS]
+    unknown = [g for g in groups if g not in FIT_GROUPS]
     if unknown:
-        raise SysidParameterError(f"unknown parameter groups {unknown}; valid: {list(GROUPS)}")
+        raise SysidParameterError(f"unknown parameter groups {unknown}; valid: {list(FIT_GROUPS)}")
     names = {j.name for j in spec.joints}
     missing = [j for j in joints if j not in names]
     if missing:
