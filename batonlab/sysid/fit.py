@@ -6,10 +6,11 @@ Gauss-Newton fit on the others and reports the joint-position RMSE of every segm
 fitted values and their 95 % half-widths (`calculate_intervals` over the fit's Jacobian).
 
 A command delay is a whole number of physics steps, which a gradient does not see (a held target jumps from one
-step to the next). Where the segments have room for one, the search starts at the delay with the least residual
-at the nominal parameters and walks one step at a time while a short fit at the next delay ends lower; the full
-fit runs at the delay it stops on, from that delay's short fit. The parameters compensate for a wrong delay (less
-damping for a later command), so delays are compared after fitting, not at the nominal parameters alone.
+step to the next). Where the segments have room for one, the search fits at the delay with the least residual at
+the nominal parameters, then walks one step at a time while the fit at the next delay (started from the last one's
+values) ends lower. The parameters compensate for a wrong delay (less damping for a later command), so delays are
+compared after fitting, not at the nominal parameters alone; and after fitting to convergence: a few iterations
+rank delays by how fast their fits go, not by where they end.
 
 Per joint, friction loss and damping trade off and a fit from the nominal values can stop in a local minimum. Given
 `coarse` (one value per group for all the joints), the fit goes coarse to fine: the coarse groups and the delay are
@@ -30,10 +31,6 @@ from batonlab.robots.assets import quiet_compiler
 from batonlab.robots.fitted import set_command_delay
 from batonlab.sysid.parameters import start_from_shared
 from batonlab.sysid.sequences import Segment
-
-SEARCH_ITERS = 3
-"""Gauss-Newton iterations of each fit that compares two delays."""
-
 
 class SysidFitError(ValueError):
     """Segments that cannot be split or fitted as asked."""
@@ -119,12 +116,10 @@ def _fit(params: sysid.ParameterDict, train: list[Segment], validation: list[Seg
     _set_delay(segments, 0)
     before = {"train": _position_rmse(fit_fn, x0, params), "validation": _position_rmse(validation_fn, x0, params)}
     if coarse is None:
-        steps, start = _search_delay(fit_fn, params, segments)
-        fitted, result = _optimize(start, fit_fn, max_iters, verbose)
+        steps, fitted, result = _search_delay(fit_fn, params, segments, max_iters, verbose)
         coarse_fitted, start_name, start_rmse = None, "given", None
     else:
-        steps, coarse_start = _search_delay(fit_fn, coarse, segments)
-        coarse_fitted, _ = _optimize(coarse_start, fit_fn, max_iters, verbose)
+        steps, coarse_fitted, _ = _search_delay(fit_fn, coarse, segments, max_iters, verbose)
         starts = {"given": params, "coarse": start_from_shared(params, coarse_fitted)}
         fits = {name: _optimize(start, fit_fn, max_iters, verbose) for name, start in starts.items()}
         start_name = min(fits, key=lambda name: _cost(fit_fn, fits[name][0]))
@@ -163,34 +158,31 @@ def _cost(residual_fn, params: sysid.ParameterDict) -> float:
     return float(np.sum(np.concatenate(residual_fn(params.as_vector(), params)[0]) ** 2))
 
 
-def _search_delay(residual_fn, params: sysid.ParameterDict,
-                  segments: list[Segment]) -> tuple[int, sysid.ParameterDict]:
-    """The delay [physics steps] to fit at (see the module docstring), left set on the segments, and the parameters
-    to start that fit from (the short fit's at that delay; `params` where no delay is searched)."""
+def _search_delay(residual_fn, params: sysid.ParameterDict, segments: list[Segment], max_iters: int,
+                  verbose: bool) -> tuple[int, sysid.ParameterDict, object]:
+    """(delay [physics steps], fitted parameters, the library's result) of the fit at the delay the search stops on
+    (see the module docstring), left set on the segments; without room for a delay, the fit at none."""
     max_steps = round(max(s.max_delay_s for s in segments) / _physics_dt(segments))
-    if max_steps == 0:
-        return 0, params
     nominal = []
     for steps in range(max_steps + 1):
         _set_delay(segments, steps)
-        nominal.append(_cost(residual_fn, params))
-    start = int(np.argmin(nominal))
+        nominal.append(_cost(residual_fn, params) if max_steps else 0.0)
+    best = int(np.argmin(nominal))
 
-    def short_fit(steps: int) -> tuple[float, sysid.ParameterDict]:
+    def fit_at(steps: int, start: sysid.ParameterDict):
         _set_delay(segments, steps)
-        fitted, _ = sysid.optimize(params, residual_fn, optimizer="mujoco", max_iters=SEARCH_ITERS,
-                                   output=io.StringIO())
-        return _cost(residual_fn, fitted), fitted
+        fitted, result = _optimize(start, residual_fn, max_iters, verbose)
+        return _cost(residual_fn, fitted), fitted, result
 
-    best, (best_cost, best_params) = start, short_fit(start)
+    best_fit = fit_at(best, params)
     for direction in (-1, 1):
         while 0 <= best + direction <= max_steps:
-            cost, fitted = short_fit(best + direction)
-            if cost >= best_cost:
+            candidate = fit_at(best + direction, best_fit[1])  # warm: the values move little from one step to the next
+            if candidate[0] >= best_fit[0]:
                 break
-            best, best_cost, best_params = best + direction, cost, fitted
+            best, best_fit = best + direction, candidate
     _set_delay(segments, best)
-    return best, best_params
+    return best, best_fit[1], best_fit[2]
 
 
 def _residual_fn(segments: list[Segment], n_threads: int):

@@ -56,7 +56,7 @@ def test_the_legs_are_fitted_back_from_bags_of_the_balancing_robot(wl_balance_po
 
     _, cfg = task_cfg_for(logs[0])
     spec, _ = scene_spec(cfg.scene, cfg.sim)
-    segments = [s for log in logs for s in bag_segments(log, spec, LEGS, max_delay_s=0.04)]
+    segments = [s for log in logs for s in bag_segments(log, spec, LEGS, max_delay_s=0.03)]
     result = fit_segments(joint_parameters(spec, LEGS, GROUPS), *split_segments(segments), max_iters=6,
                           coarse=coarse_parameters(spec, LEGS, GROUPS))
     fitted = joint_values(result.fitted, nominal, LEGS)
