@@ -121,9 +121,9 @@ def test_vlm_labels_through_the_api_fit_a_potential(tmp_path):
     pairs = random_pairs(len(samples.features), 800, torch.Generator().manual_seed(1))
     with StandInServer(preference_oracle=oracle) as server:
         client = ChatClient(ChatClientCfg(base_url=server.base_url, model=server.model, cache_dir=str(tmp_path / "cache"),
-                                          max_retries=1, backoff_s=0.01, max_concurrency=4))
+                                          max_retries=2, backoff_s=0.01, max_concurrency=4))
         server.malformed_next(5)
-        server.fail_next(2, status=503)  # retried: still answered
+        server.fail_next(2, status=503)  # retried: still answered (2 retries: both failures may hit one request)
         labels = VlmLabeller(client, "reach the target").label(samples, pairs)
         stats = client.stats
         assert stats["malformed"] == 5 and int(torch.isnan(labels).sum()) == 5
