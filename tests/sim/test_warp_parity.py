@@ -333,7 +333,7 @@ def test_cuda_graph_backend_matches_cpu_device(scene):
 
 def test_a_fitted_command_delay_runs_as_on_the_cpu_backend(tmp_path):
     """A fit's command delay (MuJoCo's actuator history): after a reset both backends start the delayed servos on
-    their joints' positions, apply each target 20 ms late, and agree over 0.5 s and a second reset."""
+    their joints' positions, apply each target 20 ms late, and agree over 0.5 s, a second reset and a divergence."""
     from batonlab.robots.arm6 import ARM_JOINTS
     from batonlab.robots.fitted import FitOverlay, write_fit
 
@@ -354,5 +354,17 @@ def test_a_fitted_command_delay_runs_as_on_the_cpu_backend(tmp_path):
         assert (sims[0].qpos.cpu() - qpos0).abs().max() < 0.01  # gravity's sag; zero targets: 0.1 rad
         for step in _run_both(sims, qpos0, 25):
             _assert_states_close(*sims, f"at env step {step} after reset {seed}")
+    # A world that blows up is put back at the model's default state, its delayed servos holding that pose too.
+    home = torch.as_tensor(delayed.model.qpos0, dtype=torch.float32).repeat(NUM_WORLDS, 1)
+    wild = torch.zeros(1, delayed.model.nv)
+    wild[0, 0] = 1e5  # [rad/s], far past max_joint_velocity
+    for sim in sims:
+        sim.reset(torch.tensor([0]), qpos0[:1], wild)
+        sim.step(DECIMATION)
+        assert bool(sim.diverged[0])
+        sim.ctrl[:] = home[:, :sim.model.nu].to(sim.device)
+        sim.step(DECIMATION)
+    _assert_states_close(*sims, "after a divergence reset")
+    assert (sims[1].qpos[0] - home[0]).abs().max() < 0.01  # the targets at qpos0: it holds still
     for sim in sims:
         sim.close()
