@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Per-joint known-answer fits on more data than the tests record, with and without the training's sensor noise.
 
-    python bench/sysid_known_answer.py [--robots arm legs] [--bags 8 32] [--max-iters 10]
+    python bench/sysid_known_answer.py [--robots arm legs] [--bags 8 32] [--noise clean noisy] [--max-iters 10]
                                        [--out bench_results/sysid_known_answer]
 
 The "robot" is the simulator with a fit written over it and its joint randomisation off, with one of two truths:
@@ -100,9 +100,12 @@ def fit_row(robot: dict, truth: FitOverlay, bags: list[Path], noisy: bool, max_i
     wall_s = time.perf_counter() - start
     fitted = joint_values(result.fitted, nominal, joints)
     errors = {g: max(abs(fitted[j][g] / truth.values[j][g] - 1.0) for j in joints) for g in GROUPS}
+    half_widths = joint_values(result.fitted, nominal, joints, result.half_width_95)
+    covered = sum(abs(fitted[j][g] - truth.values[j][g]) <= half_widths[j][g] for j in joints for g in GROUPS)
     return {"bags": len(bags), "noisy": noisy, "data_s": sum(s.duration_s for s in segments),
             "worst_rel_error": errors, "delay_s": result.command_delay_s, "start": result.start,
-            "start_rmse_rad": result.start_rmse_rad,
+            "start_rmse_rad": result.start_rmse_rad, "noisy_velocities": any(s.noisy_velocities for s in segments),
+            "half_width_95": half_widths, "truth_in_95": [int(covered), len(joints) * len(GROUPS)],
             "rmse_rad": result.rmse_rad, "fit_wall_s": wall_s, "fitted": fitted}
 
 
@@ -118,6 +121,7 @@ def main() -> None:
     parser.add_argument("--robots", nargs="+", choices=list(ROBOTS), default=list(ROBOTS))
     parser.add_argument("--truths", nargs="+", choices=["uniform", "varied"], default=["uniform", "varied"])
     parser.add_argument("--bags", type=int, nargs="+", default=[8, 32])
+    parser.add_argument("--noise", nargs="+", choices=["clean", "noisy"], default=["clean", "noisy"])
     parser.add_argument("--max-iters", type=int, default=10)
     parser.add_argument("--out", type=Path, default=Path("bench_results/sysid_known_answer"))
     args = parser.parse_args()
@@ -134,7 +138,7 @@ def main() -> None:
             bags = (record_arm(truth_path, bag_dir, max(args.bags)) if name == "arm"
                     else record_legs(truth_path, bag_dir, max(args.bags), policy))
             for count in args.bags:
-                for noisy in (False, True):
+                for noisy in [label == "noisy" for label in args.noise]:
                     row = {"robot": name, "truth": kind, **fit_row(robot, truth, bags[:count], noisy, args.max_iters)}
                     rows.append(row)
                     (args.out / "results.json").write_text(json.dumps(rows, indent=2))
@@ -143,6 +147,8 @@ def main() -> None:
                     print(f"[sysid_known_answer] {name} {kind} {count} bags ({row['data_s']:.0f} s) "
                           f"{'noisy' if noisy else 'clean'}: worst {errors}; delay {row['delay_s'] * 1e3:.1f} ms; "
                           f"held-out {before:.3g} -> {after:.3g} rad; start {row['start']}; "
+                          f"truth inside the 95 % interval {row['truth_in_95'][0]}/{row['truth_in_95'][1]}; "
+                          f"{'positions only; ' if row['noisy_velocities'] else ''}"
                           f"{row['fit_wall_s']:.0f} s", flush=True)
 
 

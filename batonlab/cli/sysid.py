@@ -6,6 +6,7 @@
     batonlab sysid BAG... params=damping fit=sysid/arm6/fit.yaml     start from an earlier fit
     batonlab sysid BAG... params=armature,damping,delay max_delay_s=0.06   also the command delay (≤ 60 ms)
     batonlab sysid BAG... params=armature,damping shared=true      one value per group for all the joints
+    batonlab sysid BAG... params=armature,frictionloss noisy_velocities=true   start from the positions' local fit
 
 The robot's model is built as training builds it: the bags' task, or `task=` (`robot=` for a task over any robot),
 or the task and robot a run was trained on (`run_dir=`) or an export was exported from (`export=`). The bags'
@@ -13,7 +14,9 @@ stretches between resets are split into a fitting set and a held-out set (`holdo
 4th stretch of a single bag), `mujoco.sysid` fits the groups on the first, and the held-out error before and after
 says whether the fit generalises. Per joint (the default for several joints), the fit goes coarse to fine: one value
 per group for all the joints and the delay first, then each joint's from there and from the model's own values, the
-better kept. Written to `out=` (default `sysid/<task>_<time>`): `fit.yaml` (load it with `env.scene.fit=`),
+better kept. Where the logged velocities are much noisier than the positions' derivative (`noisy_velocities=auto`
+decides per bag), stretches start from a local fit of the logged positions and only positions are compared. Written
+to `out=` (default `sysid/<task>_<time>`): `fit.yaml` (load it with `env.scene.fit=`),
 `report.html` (the library's report with the held-out replay in it), `replay.png` (that replay: a held-out stretch
 before and after) and `randomization.txt` (domain-randomisation overrides centred on the fit).
 """
@@ -28,7 +31,7 @@ from batonlab.cli.common import CliError
 
 KEYS = {"task": None, "robot": None, "run_dir": None, "export": None, "params": None, "joints": None, "out": None,
         "max_iters": "20", "holdout_every": "4", "fit": None, "report": "true", "max_delay_s": "0.06",
-        "shared": "false"}
+        "shared": "false", "noisy_velocities": "auto"}
 """The options and their defaults."""
 
 RANGE_KEYS = {"damping": "damping_range", "frictionloss": "friction_range", "armature": "armature_range"}
@@ -56,7 +59,8 @@ def run(args: list[str]) -> int:
         joints = options["joints"].split(",") if options["joints"] else None
         groups = [g for g in options["params"].split(",") if g != "delay"]
         max_delay_s = float(options["max_delay_s"]) if "delay" in options["params"].split(",") else 0.0
-        segments = [s for log in logs for s in bag_segments(log, spec, joints, max_delay_s)]
+        noisy = None if options["noisy_velocities"] == "auto" else _flag(options, "noisy_velocities")
+        segments = [s for log in logs for s in bag_segments(log, spec, joints, max_delay_s, noisy_velocities=noisy)]
         joints = segments[0].joints
         params = joint_parameters(spec, joints, groups, _flag(options, "shared"))
         coarse = None if _flag(options, "shared") else coarse_parameters(spec, joints, groups)
@@ -69,6 +73,11 @@ def run(args: list[str]) -> int:
           f"on {len(train)} stretch(es), {len(validation)} held out, "
           f"{sum(s.duration_s for s in segments):.1f} s in all",
           flush=True)
+    noisy_bags = sorted({Path(s.bag).name for s in segments if s.noisy_velocities})
+    if noisy_bags:
+        print(f"[batonlab]   noisy joint velocities in {len(noisy_bags)} bag(s) ({', '.join(noisy_bags[:3])}"
+              f"{', …' if len(noisy_bags) > 3 else ''}): their stretches start from a local fit of the logged "
+              "positions, and only positions are compared (noisy_velocities=false to compare velocities too)")
     result = fit_segments(params, train, validation, int(options["max_iters"]), verbose=True, coarse=coarse)
     if result.coarse is not None:
         shared = ", ".join(f"{name} {float(p.value[0]):.4g}" for name, p in result.coarse.items())
@@ -177,6 +186,8 @@ def _parse(args: list[str]) -> tuple[list[Path], dict[str, str | None]]:
             raise ValueError
     except ValueError:
         raise CliError(f"max_delay_s={options['max_delay_s']}: expected seconds in (0, 1)") from None
+    if options["noisy_velocities"].lower() not in ("auto", "true", "false", "1", "0", "yes", "no"):
+        raise CliError(f"noisy_velocities={options['noisy_velocities']}: expected auto, true or false")
     for key in ("max_iters", "holdout_every"):
         if not options[key].isdigit() or int(options[key]) < (1 if key == "max_iters" else 2):
             raise CliError(f"{key}={options[key]}: expected a whole number >= {1 if key == 'max_iters' else 2}")
@@ -188,11 +199,19 @@ def _flag(options: dict, key: str) -> bool:
 
 
 def _print_fit(result, overlay) -> None:
+    unidentified = []
     for joint, groups in overlay.values.items():
-        parts = [f"{group} {overlay.nominal.get(joint, {}).get(group, float('nan')):.4g} -> {value:.4g} "
-                 f"± {overlay.half_width_95.get(joint, {}).get(group, float('nan')):.2g}"
-                 for group, value in groups.items()]
+        parts = []
+        for group, value in groups.items():
+            half_width = overlay.half_width_95.get(joint, {}).get(group, float("nan"))
+            parts.append(f"{group} {overlay.nominal.get(joint, {}).get(group, float('nan')):.4g} -> {value:.4g} "
+                         f"± {half_width:.2g}")
+            if not half_width < abs(value):
+                unidentified.append(f"{joint} {group}")
         print(f"[batonlab]   {joint}: " + ", ".join(parts))
+    if unidentified:
+        print(f"[batonlab]   not identified by these bags (95 % interval wider than the value): "
+              f"{', '.join(unidentified)}; record more motion, or randomise them widely")
     for key, (before, after) in result.rmse_rad.items():
         ratio = before / after if after > 0 else math.inf
         print(f"[batonlab] {key} joint-position RMSE: {before:.3e} -> {after:.3e} rad ({ratio:.1f}x lower)")

@@ -22,6 +22,7 @@ coarse values, at the coarse delay; the lower training cost is kept.
 from __future__ import annotations
 
 import io
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -80,7 +81,8 @@ def split_segments(segments: list[Segment], every: int = 4) -> tuple[list[Segmen
 
 
 def fit_segments(params: sysid.ParameterDict, train: list[Segment], validation: list[Segment], max_iters: int = 20,
-                 n_threads: int = 1, verbose: bool = False, coarse: sysid.ParameterDict | None = None) -> FitResult:
+                 n_threads: int | None = None, verbose: bool = False,
+                 coarse: sysid.ParameterDict | None = None) -> FitResult:
     """Fit `params` (their modifiers edit each segment's spec) and, where the segments have room for one, the command
     delay to `train`, coarse to fine where `coarse` (shared groups of the same joints) is given; RMSE before
     (nominal, no delay) and after on both sets."""
@@ -88,14 +90,14 @@ def fit_segments(params: sysid.ParameterDict, train: list[Segment], validation: 
         return _fit(params, train, validation, max_iters, n_threads, verbose, coarse)
 
 
-def segment_rmse(segments: list[Segment], params: sysid.ParameterDict, n_threads: int = 1) -> float:
+def segment_rmse(segments: list[Segment], params: sysid.ParameterDict, n_threads: int | None = None) -> float:
     """Joint-position RMSE [rad] of `segments` replayed with `params` as they stand."""
     with quiet_compiler():
         return _position_rmse(_residual_fn(segments, n_threads), params.as_vector(), params)
 
 
-def replayed_positions(segments: list[Segment], params: sysid.ParameterDict, x: np.ndarray, n_threads: int = 1,
-                       delay_s: float | None = None):
+def replayed_positions(segments: list[Segment], params: sysid.ParameterDict, x: np.ndarray,
+                       n_threads: int | None = None, delay_s: float | None = None):
     """Per segment: (times (T,) [s], logged (T, J), simulated (T, J)) joint positions [rad] with parameters `x` (and
     the command delay `delay_s` [s], left set on the segments; None: as set)."""
     if delay_s is not None:
@@ -107,8 +109,8 @@ def replayed_positions(segments: list[Segment], params: sysid.ParameterDict, x: 
 # Private functions.
 
 
-def _fit(params: sysid.ParameterDict, train: list[Segment], validation: list[Segment], max_iters: int, n_threads: int,
-         verbose: bool, coarse: sysid.ParameterDict | None) -> FitResult:
+def _fit(params: sysid.ParameterDict, train: list[Segment], validation: list[Segment], max_iters: int,
+         n_threads: int | None, verbose: bool, coarse: sysid.ParameterDict | None) -> FitResult:
     fit_fn = _residual_fn(train, n_threads)
     validation_fn = _residual_fn(validation, n_threads)
     segments = train + validation
@@ -175,8 +177,10 @@ def _search_delay(residual_fn, params: sysid.ParameterDict, segments: list[Segme
         return _cost(residual_fn, fitted), fitted, result
 
     best_fit = fit_at(best, params)
+    visited = {best}
     for direction in (-1, 1):
-        while 0 <= best + direction <= max_steps:
+        while 0 <= best + direction <= max_steps and best + direction not in visited:
+            visited.add(best + direction)
             candidate = fit_at(best + direction, best_fit[1])  # warm: the values move little from one step to the next
             if candidate[0] >= best_fit[0]:
                 break
@@ -185,8 +189,10 @@ def _search_delay(residual_fn, params: sysid.ParameterDict, segments: list[Segme
     return best, best_fit[1], best_fit[2]
 
 
-def _residual_fn(segments: list[Segment], n_threads: int):
-    return sysid.build_residual_fn(models_sequences=[s.sequence for s in segments], n_threads=n_threads)
+def _residual_fn(segments: list[Segment], n_threads: int | None):
+    """The library's residual over `segments`, rolled out on `n_threads` threads (None: one per CPU core)."""
+    return sysid.build_residual_fn(models_sequences=[s.sequence for s in segments],
+                                   n_threads=n_threads or os.cpu_count() or 1)
 
 
 def _position_rmse(residual_fn, x: np.ndarray, params: sysid.ParameterDict) -> float:

@@ -13,6 +13,10 @@ actuators the bag does not command keep the control its metadata gives (`uncomma
 - A `policy_node` bag of a sim-to-sim run starts with the sim robot's warm-up, in which it holds its pose whatever
   the commands: stretches before the policy's first episode (its steps numbered 0, the later ones from 1) are left
   out.
+- Where the logged velocities are mostly noise (`velocities_are_noisy`: a tenth of their spread or more, and several
+  times the error of the positions' local derivative), a stretch not started from the bag's initial state starts
+  from a quadratic fit of the logged positions around it and its derivative, and only positions are measured: the
+  library normalises each signal by its magnitude, so noisy velocities would outweigh positions in the fit.
 - With a delay to search (`max_delay_s`), the commanded actuators keep a history of their past targets: at a reset
   their joints' positions (as `batonlab.sim.mujoco_cpu` resets delayed servos), in a window cut from a stretch the
   logged commands before it.
@@ -41,6 +45,14 @@ FLOATING_WINDOW_S = 0.5
 so that an open-loop replay of a balancing robot, which drifts and falls over seconds, stays near the log."""
 
 
+START_FIT_S = 0.08
+"""With noisy velocities, a window starts from a quadratic fit of the logged positions within this of it [s]."""
+
+NOISY_VELOCITY_RATIO = 4.0
+"""Logged velocities count as noisy where their sample-to-sample noise is this many times the error of the
+positions' local fit's derivative."""
+
+
 @dataclass
 class Segment:
     """A stretch of one bag, as `mujoco.sysid` fits it."""
@@ -55,10 +67,12 @@ class Segment:
     """The joints the bag commands: a fitted command delay delays their actuators."""
     max_delay_s: float
     """The longest command delay the segment's model has room for [s] (0: none searched)."""
+    noisy_velocities: bool = False
+    """Its start state came from the logged positions' local fit, and only positions are compared."""
 
 
 def bag_segments(log: BagLog, spec: mujoco.MjSpec, joints: list[str] | None = None, max_delay_s: float = 0.0,
-                 window_s: float = FLOATING_WINDOW_S) -> list[Segment]:
+                 window_s: float = FLOATING_WINDOW_S, noisy_velocities: bool | None = None) -> list[Segment]:
     """The stretches of `log` between resets, over the scene `spec` (a floating base's cut into windows).
 
     Args:
@@ -68,6 +82,8 @@ def bag_segments(log: BagLog, spec: mujoco.MjSpec, joints: list[str] | None = No
         joints: The joints compared (default: the logged command joints).
         max_delay_s: The longest command delay a fit may search [s].
         window_s: The length of a floating base's windows [s].
+        noisy_velocities: Whether the logged joint velocities are too noisy to start a window from or to compare
+            (None: `velocities_are_noisy` decides from the bag).
     """
     log.require("system identification", "joint_states", "joint_commands")
     if max_delay_s > 0:
@@ -104,6 +120,10 @@ def bag_segments(log: BagLog, spec: mujoco.MjSpec, joints: list[str] | None = No
             bounds.append(k)
     bounds.append(len(t))
     resets = set(bounds)
+    stretches = np.asarray(bounds)
+    if noisy_velocities is None:
+        noisy_velocities = velocities_are_noisy(t, pos[:, cols], vel[:, cols])
+    start_fit_s = START_FIT_S if noisy_velocities else 0.0
     if base is not None:
         bounds = _windows(bounds, t, window_s)
     first_episode = _first_episode_stamp(log)
@@ -114,7 +134,11 @@ def bag_segments(log: BagLog, spec: mujoco.MjSpec, joints: list[str] | None = No
             continue
         from_metadata = (index == 0 and initial is not None and abs(t[a] - initial.get("time", 0.0)) < eps
                          and len(initial.get("qpos", ())) == model.nq)
-        qpos, qvel = _start_state(model, log, js.names, all_cols, pos[a], vel[a], initial if from_metadata else None)
+        lo = int(stretches[np.searchsorted(stretches, a, side="right") - 1])
+        hi = int(stretches[np.searchsorted(stretches, a, side="right")])
+        start_pos, start_vel = _local_fit(t, pos, vel, a, lo, hi, start_fit_s)
+        qpos, qvel = _start_state(model, log, js.names, all_cols, start_pos, start_vel,
+                                  initial if from_metadata else None)
         if base is not None and not from_metadata:
             logged_base = base.at(t[a])
             if logged_base is None:
@@ -124,21 +148,56 @@ def bag_segments(log: BagLog, spec: mujoco.MjSpec, joints: list[str] | None = No
                                      t[b - 1] - t[a], dt, eps)
         x0 = _initial_state(model, qpos, qvel, None if a in resets else (actuators, cmd_t - t[a], commands))
         control = sysid.TimeSeries(ctrl_t, ctrl)
-        names = ([(j, sysid.SignalType.MjStateQPos) for j in joints]
-                 + [(j, sysid.SignalType.MjStateQVel) for j in joints])
-        measured = sysid.TimeSeries.from_names(t[a:b] - t[a], np.concatenate([pos[a:b, cols], vel[a:b, cols]], axis=1),
-                                               model, names)
+        names = [(j, sysid.SignalType.MjStateQPos) for j in joints]
+        data = pos[a:b, cols]
+        if not noisy_velocities:
+            names += [(j, sysid.SignalType.MjStateQVel) for j in joints]
+            data = np.concatenate([data, vel[a:b, cols]], axis=1)
+        measured = sysid.TimeSeries.from_names(t[a:b] - t[a], data, model, names)
         name = f"{log.path.name}#{index}"
         with quiet_compiler():
             sequence = sysid.ModelSequences(name, spec, name, x0, control, measured, allow_missing_sensors=True)
         segments.append(Segment(str(log.path), index, joints, sequence, float(t[b - 1] - t[a]), command_joints,
-                                max_delay_s))
+                                max_delay_s, noisy_velocities))
     if not segments:
         raise BagError(f"{log.path}: no stretch of at least {MIN_SEGMENT_S} s between resets")
     return segments
 
 
+def velocities_are_noisy(t: np.ndarray, pos: np.ndarray, vel: np.ndarray, fit_s: float = START_FIT_S) -> bool:
+    """Whether the logged velocities (T, J) [rad/s] at times t (T,) [s] carry white noise of a tenth of their spread or
+    more, and `NOISY_VELOCITY_RATIO` times the error of the derivative of a quadratic fit of the logged positions
+    (T, J) [rad] within `fit_s` of a sample."""
+    if len(t) < 5:
+        return False
+    dt = float(np.median(np.diff(t)))
+    tau = dt * np.arange(-round(fit_s / dt), round(fit_s / dt) + 1)
+    noise = np.nansum(_white_noise_std(vel))
+    slope_error = np.nansum(_white_noise_std(pos)) / np.sqrt(np.sum(tau ** 2))
+    return bool(noise > NOISY_VELOCITY_RATIO * slope_error and noise > 0.1 * np.nansum(np.nanstd(vel, axis=0)))
+
+
 # Private functions.
+
+
+def _white_noise_std(x: np.ndarray) -> np.ndarray:
+    """Per column of (T, J) samples: the standard deviation of white noise that would give their second differences
+    (a robust estimate: median absolute value; a smooth signal's own second differences count as noise)."""
+    return 1.4826 * np.nanmedian(np.abs(np.diff(x, 2, axis=0)), axis=0) / np.sqrt(6.0)
+
+
+def _local_fit(t, pos, vel, k: int, lo: int, hi: int, half_s: float):
+    """Joint positions and velocities at sample `k`: logged (`half_s` 0), else a quadratic least-squares fit of the
+    logged positions at samples lo..hi-1 within `half_s` of t[k], and its derivative."""
+    if half_s <= 0:
+        return pos[k], vel[k]
+    near = np.arange(lo, hi)[np.abs(t[lo:hi] - t[k]) <= half_s + 1e-9]
+    if near.size < 5:
+        return pos[k], vel[k]
+    tau = t[near] - t[k]
+    coef, *_ = np.linalg.lstsq(np.stack([np.ones_like(tau), tau, tau ** 2], axis=1), pos[near], rcond=None)
+    fitted = np.isfinite(coef[:2]).all(axis=0)
+    return np.where(fitted, coef[0], pos[k]), np.where(fitted, coef[1], vel[k])
 
 
 def _windows(bounds: list[int], t: np.ndarray, window_s: float) -> list[int]:

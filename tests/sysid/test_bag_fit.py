@@ -103,6 +103,7 @@ def test_sysid_fits_the_changed_simulator_back_from_its_bags(bags, tmp_path, cap
     assert "Held-out replay, before and after" in (out / "report.html").read_text()  # the replay is in the report
     assert "data:image/png;base64," in (out / "report.html").read_text()
     assert "coarse (shared) fit: */armature 0.06" in printed  # per joint, coarse to fine
+    assert "noisy joint velocities" not in printed and "not identified" not in printed
 
     # `batonlab replay --sysid` replays the held-out bag on the nominal and on the fitted model, side by side.
     assert replay_cli.run([str(bags[3]), "--mode", "open_loop", "--sysid", str(out / "fit.yaml")]) == 0
@@ -125,6 +126,7 @@ def test_sysid_fits_the_changed_simulator_back_from_its_bags(bags, tmp_path, cap
     (["BAG", "params=damping", "joint=elbow"], "unknown option joint=; options: task=, robot="),
     (["BAG", "params=damping", "holdout_every=1"], "holdout_every=1: expected a whole number >= 2"),
     (["BAG", "params=damping", "task=arm_reach", "export=EXPORT"], "task= and export=: name the model once"),
+    (["BAG", "params=damping", "noisy_velocities=maybe"], "noisy_velocities=maybe: expected auto, true or false"),
 ])
 def test_bad_arguments_are_one_line_naming_them(args, message):
     with pytest.raises(CliError, match=message):
@@ -152,6 +154,14 @@ def test_the_model_comes_from_a_run_or_an_export_as_well(bags, tmp_path, capsys)
         sysid_cli.run([str(bags[0]), str(bags[1]), "params=damping", f"export={tmp_path}"])
 
 
+def test_a_parameter_the_bags_do_not_move_is_named_as_not_identified(bags, tmp_path, capsys):
+    """The arm's servos never reach their torque limit in these bags: its fit's interval is wider than its value."""
+    assert sysid_cli.run([str(bags[0]), str(bags[1]), "params=torque_limit", "joints=wrist_roll", "max_iters=2",
+                          "report=false", f"out={tmp_path / 'fit'}"]) == 0
+    printed = capsys.readouterr().out
+    assert "not identified by these bags (95 % interval wider than the value): wrist_roll torque_limit" in printed
+
+
 def test_with_the_trainings_sensor_noise_each_joint_is_fitted_back(bags):
     """Joint states noised as arm_reach's policy observation noises them (0.01 rad, 0.05 rad/s), 12 s of them fitted:
     a single joint's friction loss moves it by about a milliradian against its servo, under 10 mrad of noise. Coarse
@@ -167,6 +177,7 @@ def test_with_the_trainings_sensor_noise_each_joint_is_fitted_back(bags):
     spec, _ = scene_spec(cfg.scene, cfg.sim)
     nominal, _ = scene_spec(cfg.scene, cfg.sim)
     segments = [s for log in logs for s in bag_segments(log, spec, None, max_delay_s=0.04)]
+    assert not any(s.noisy_velocities for s in segments)  # 0.05 rad/s: the logged velocities still start a stretch
     joints = list(ARM_JOINTS)
     result = fit_segments(joint_parameters(spec, joints, GROUPS), *split_segments(segments), max_iters=6,
                           coarse=coarse_parameters(spec, joints, GROUPS))
