@@ -187,11 +187,13 @@ def _white_noise_std(x: np.ndarray) -> np.ndarray:
 
 
 def _local_fit(t, pos, vel, k: int, lo: int, hi: int, half_s: float):
-    """Joint positions and velocities at sample `k`: logged (`half_s` 0), else a quadratic least-squares fit of the
-    logged positions at samples lo..hi-1 within `half_s` of t[k], and its derivative."""
+    """Joint positions and velocities at sample `k`: logged (`half_s` 0, or fewer than 5 finite samples near it), else
+    a quadratic least-squares fit of the finite logged positions at samples lo..hi-1 within `half_s` of t[k], and its
+    derivative."""
     if half_s <= 0:
         return pos[k], vel[k]
     near = np.arange(lo, hi)[np.abs(t[lo:hi] - t[k]) <= half_s + 1e-9]
+    near = near[np.isfinite(pos[near]).all(axis=1)]
     if near.size < 5:
         return pos[k], vel[k]
     tau = t[near] - t[k]
