@@ -59,7 +59,7 @@ def run(args: list[str]) -> int:
         joints = options["joints"].split(",") if options["joints"] else None
         groups = [g for g in options["params"].split(",") if g != "delay"]
         max_delay_s = float(options["max_delay_s"]) if "delay" in options["params"].split(",") else 0.0
-        noisy = None if options["noisy_velocities"] == "auto" else _flag(options, "noisy_velocities")
+        noisy = None if options["noisy_velocities"].lower() == "auto" else _flag(options, "noisy_velocities")
         segments = [s for log in logs for s in bag_segments(log, spec, joints, max_delay_s, noisy_velocities=noisy)]
         joints = segments[0].joints
         params = joint_parameters(spec, joints, groups, _flag(options, "shared"))

@@ -119,8 +119,7 @@ def bag_segments(log: BagLog, spec: mujoco.MjSpec, joints: list[str] | None = No
                 or (base is not None and base.jumps(t[k - 1], t[k]))):
             bounds.append(k)
     bounds.append(len(t))
-    resets = set(bounds)
-    stretches = np.asarray(bounds)
+    resets = np.asarray(bounds)  # where stretches start (and the end), before windows cut them
     if noisy_velocities is None:
         noisy_velocities = velocities_are_noisy(t, pos[:, cols], vel[:, cols])
     start_fit_s = START_FIT_S if noisy_velocities else 0.0
@@ -134,8 +133,8 @@ def bag_segments(log: BagLog, spec: mujoco.MjSpec, joints: list[str] | None = No
             continue
         from_metadata = (index == 0 and initial is not None and abs(t[a] - initial.get("time", 0.0)) < eps
                          and len(initial.get("qpos", ())) == model.nq)
-        lo = int(stretches[np.searchsorted(stretches, a, side="right") - 1])
-        hi = int(stretches[np.searchsorted(stretches, a, side="right")])
+        after = int(np.searchsorted(resets, a, side="right"))
+        lo, hi = int(resets[after - 1]), int(resets[after])
         start_pos, start_vel = _local_fit(t, pos, vel, a, lo, hi, start_fit_s)
         qpos, qvel = _start_state(model, log, js.names, all_cols, start_pos, start_vel,
                                   initial if from_metadata else None)
@@ -146,7 +145,7 @@ def bag_segments(log: BagLog, spec: mujoco.MjSpec, joints: list[str] | None = No
             base.set_state(qpos, qvel, *logged_base)
         ctrl_t, ctrl = _held_control(model, actuators, cmd_t - t[a], commands, log.metadata.get("uncommanded_ctrl", {}),
                                      t[b - 1] - t[a], dt, eps)
-        x0 = _initial_state(model, qpos, qvel, None if a in resets else (actuators, cmd_t - t[a], commands))
+        x0 = _initial_state(model, qpos, qvel, None if a == lo else (actuators, cmd_t - t[a], commands))
         control = sysid.TimeSeries(ctrl_t, ctrl)
         names = [(j, sysid.SignalType.MjStateQPos) for j in joints]
         data = pos[a:b, cols]
